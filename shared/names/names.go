@@ -1,0 +1,169 @@
+// Package names holds every object name, namespace, label, annotation, key, field owner and
+// condition type the operator uses, so that reconcilers, desired-state builders and tests never
+// spell one twice. Object names follow openshift/csi-operator on purpose: a cluster that runs it
+// today can switch to this operator and have the existing objects adopted.
+package names
+
+// Driver and API object names.
+const (
+	// DriverName is the CSI driver name, the CSIDriver object name and the ClusterCSIDriver name.
+	DriverName = "cinder.csi.openstack.org"
+	// ClusterCSIDriverName is the name of the user-facing operator API object in the guest.
+	ClusterCSIDriverName = DriverName
+
+	// AssetPrefix prefixes the names of most objects the operator creates.
+	AssetPrefix = "openstack-cinder-csi-driver"
+	// ShortAssetPrefix prefixes the names of the cluster-scoped RBAC objects.
+	ShortAssetPrefix = "openstack-cinder"
+)
+
+// Namespaces.
+const (
+	// GuestNamespace is where the node plugin runs, in the guest cluster (and, in standalone
+	// mode, also the controller).
+	GuestNamespace = "openshift-cluster-csi-drivers"
+	// OpenShiftConfigNamespace holds the user's optional driver configuration.
+	OpenShiftConfigNamespace = "openshift-config"
+	// MonitoringNamespace is where the OpenShift Prometheus runs.
+	MonitoringNamespace = "openshift-monitoring"
+)
+
+// Objects the controlplane manager owns.
+const (
+	ControllerDeployment     = AssetPrefix + "-controller"
+	ControllerServiceAccount = AssetPrefix + "-controller-sa"
+	ControllerPDB            = AssetPrefix + "-controller-pdb"
+	ControllerMetricsService = AssetPrefix + "-controller-metrics"
+	ControllerMetricsSecret  = AssetPrefix + "-controller-metrics-serving-cert"
+	ControllerServiceMonitor = AssetPrefix + "-controller-monitor"
+	TrustedCABundleConfigMap = AssetPrefix + "-trusted-ca-bundle"
+
+	// CloudConfConfigMap carries the generated cloud.conf and the topology decision. The
+	// controller copy lives next to the controller; the node copy in the guest namespace.
+	CloudConfConfigMap = "cloud-conf"
+	// CloudConfNodeConfigMap is the credential-free node copy in standalone mode, where the
+	// controller and node plugin share one namespace and the nodes must not mount a config
+	// that names the credentials file.
+	CloudConfNodeConfigMap = "cloud-conf-node"
+)
+
+// Objects the guest manager owns.
+const (
+	NodeDaemonSet      = AssetPrefix + "-node"
+	NodeServiceAccount = AssetPrefix + "-node-sa"
+	StorageClass       = "standard-csi"
+	VolumeSnapshotCls  = "standard-csi"
+)
+
+// Inputs the operator reads but does not own.
+const (
+	// CredentialsSecret holds clouds.yaml (and optionally cacert) for the controller.
+	CredentialsSecret = "openstack-cloud-credentials"
+	// HyperShiftCloudConfigMap is the HCP-namespace ConfigMap with the OpenStack CA.
+	HyperShiftCloudConfigMap = "openstack-cloud-config"
+	// UserConfigMap is the user's optional driver configuration in openshift-config.
+	UserConfigMap = "cinder-csi-config"
+	// GuestKubeconfigSecret is the HyperShift guest admin kubeconfig in the HCP namespace.
+	GuestKubeconfigSecret = "service-network-admin-kubeconfig"
+	// PullSecret is the HyperShift pull secret in the HCP namespace.
+	PullSecret = "pull-secret"
+	// InfrastructureName and ProxyName are the singleton config.openshift.io objects.
+	InfrastructureName = "cluster"
+	ProxyName          = "cluster"
+	// VolumeSnapshotClassCRD is the CRD whose presence enables the VolumeSnapshotClass.
+	VolumeSnapshotClassCRD = "volumesnapshotclasses.snapshot.storage.k8s.io"
+)
+
+// ConfigMap and Secret keys.
+const (
+	KeyCloudConf      = "cloud.conf"
+	KeyEnableTopology = "enable_topology"
+	KeyCABundle       = "ca-bundle.pem"
+	KeyCloudsYAML     = "clouds.yaml"
+	KeyCACert         = "cacert"
+	KeyUserConfig     = "config"
+	KeyKubeconfig     = "kubeconfig"
+	KeyTrustedCA      = "ca-bundle.crt"
+)
+
+// Paths inside the driver containers, referenced from cloud.conf.
+const (
+	// CloudsFilePath is where the controller mounts clouds.yaml.
+	CloudsFilePath = "/etc/kubernetes/secret/clouds.yaml"
+	// CAFilePath is where the driver containers mount the OpenStack CA bundle.
+	CAFilePath = "/etc/kubernetes/static-pod-resources/configmaps/cloud-config/ca-bundle.pem"
+)
+
+// Labels and annotations.
+const (
+	// ManagedByLabel marks every object this operator applies; caches select on it.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of ManagedByLabel.
+	ManagedByValue = "cinder-csi-operator"
+
+	// HashAnnotationPrefix prefixes the per-input pod-template hash annotations.
+	HashAnnotationPrefix = "cinder.csi.openshift.io/hash-"
+
+	HostedControlPlaneLabel = "hypershift.openshift.io/hosted-control-plane"
+	NeedManagementKASAccess = "hypershift.openshift.io/need-management-kas-access"
+	ControlPlaneNodeLabel   = "hypershift.openshift.io/control-plane"
+	HostedClusterNodeLabel  = "hypershift.openshift.io/cluster"
+
+	DefaultStorageClassAnnotation  = "storageclass.kubernetes.io/is-default-class"
+	DefaultSnapshotClassAnnotation = "snapshot.storage.kubernetes.io/is-default-class"
+	InjectTrustedCABundleLabel     = "config.openshift.io/inject-trusted-cabundle"
+	ServingCertAnnotation          = "service.beta.openshift.io/serving-cert-secret-name"
+)
+
+// Field owners for server-side apply: one per manager, so that neither can erase what the
+// other applied (most visibly their ClusterCSIDriver conditions).
+const (
+	FieldOwnerControlPlane = "cinder-csi-operator-controlplane"
+	FieldOwnerGuest        = "cinder-csi-operator-guest"
+)
+
+// Leader election lock names, one per manager.
+const (
+	LeaderElectionControlPlane = "cinder-csi-operator-controlplane-lock"
+	LeaderElectionGuest        = "cinder-csi-operator-guest-lock"
+)
+
+// ClusterCSIDriver condition types. Every type starts with OpenStackCinder and ends in a suffix
+// cluster-storage-operator aggregates (Available, Progressing, Degraded, Upgradeable).
+const (
+	// Written by the controlplane manager.
+	ConditionControllerAvailable   = "OpenStackCinderControllerAvailable"
+	ConditionControllerProgressing = "OpenStackCinderControllerProgressing"
+	ConditionControllerDegraded    = "OpenStackCinderControllerDegraded"
+	ConditionConfigDegraded        = "OpenStackCinderConfigDegraded"
+	ConditionTopologyDegraded      = "OpenStackCinderTopologyDegraded"
+
+	// Written by the guest manager.
+	ConditionNodeAvailable           = "OpenStackCinderNodeAvailable"
+	ConditionNodeProgressing         = "OpenStackCinderNodeProgressing"
+	ConditionNodeDegraded            = "OpenStackCinderNodeDegraded"
+	ConditionStaticResourcesDegraded = "OpenStackCinderGuestStaticResourcesDegraded"
+	ConditionStorageClassDegraded    = "OpenStackCinderStorageClassDegraded"
+	ConditionGuestConfigDegraded     = "OpenStackCinderGuestConfigDegraded"
+)
+
+// Condition reasons (UpperCamel, stable).
+const (
+	ReasonAsExpected                = "AsExpected"
+	ReasonDeploying                 = "Deploying"
+	ReasonRollingOut                = "RollingOut"
+	ReasonRolloutStuck              = "RolloutStuck"
+	ReasonNotAvailable              = "NotAvailable"
+	ReasonWaitingForConfig          = "WaitingForConfiguration"
+	ReasonUnmanaged                 = "Unmanaged"
+	ReasonRemoved                   = "Removed"
+	ReasonInvalidConfig             = "InvalidConfiguration"
+	ReasonMissingCredentials        = "MissingCredentials"
+	ReasonInvalidCredentials        = "InvalidCredentials"
+	ReasonUnknownLogLevel           = "UnknownLogLevel"
+	ReasonApplyFailed               = "ApplyFailed"
+	ReasonReadFailed                = "ReadFailed"
+	ReasonOpenStackUnavailable      = "OpenStackUnavailable"
+	ReasonTopologyOverridden        = "Overridden"
+	ReasonMissingHostedControlPlane = "MissingHostedControlPlane"
+)
