@@ -1,0 +1,201 @@
+// Package apply is the operator's one write path: server-side apply with a fixed field owner and
+// forced ownership, which sends nothing when the live object already matches.
+//
+// Sending an apply that changes nothing still costs a mutating request, an audit record and, for
+// some kinds, a watch event in every other client. The operator must be silent at rest, so before
+// each apply this package compares the desired object with the live one from the informer cache:
+// it skips the request when every field it would set already has the desired value and the field
+// owner's managed-field set is exactly the set of fields it would send (otherwise the apply would
+// remove a field the owner no longer sets, or take over fields after adoption).
+package apply
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// Result says what an apply did.
+type Result int
+
+const (
+	// Unchanged means the live object already matched and no request was sent.
+	Unchanged Result = iota
+	// Applied means an apply request was sent.
+	Applied
+	// Deleted means a delete request was sent.
+	Deleted
+)
+
+// Applier applies objects to one cluster as one field owner.
+type Applier struct {
+	// Client sends the apply requests.
+	Client client.Client
+	// Reader reads the live object to compare with; normally the cache-backed client, so the
+	// comparison itself costs no request.
+	Reader client.Reader
+	// Owner is the server-side apply field manager.
+	Owner string
+}
+
+// New returns an Applier that writes through c, compares against c's reads and applies as owner.
+func New(c client.Client, owner string) *Applier {
+	return &Applier{Client: c, Reader: c, Owner: owner}
+}
+
+// Apply server-side-applies obj (its metadata and spec; never its status) unless the live object
+// already matches. obj must carry its name (and namespace) and be of a type the client's scheme
+// knows.
+func (a *Applier) Apply(ctx context.Context, obj client.Object) (Result, error) {
+	return a.apply(ctx, obj, "")
+}
+
+// ApplyStatus server-side-applies the status of obj through the status subresource, sending only
+// obj's status. It is how each manager writes its own ClusterCSIDriver conditions without
+// touching the other manager's.
+func (a *Applier) ApplyStatus(ctx context.Context, obj client.Object) (Result, error) {
+	return a.apply(ctx, obj, "status")
+}
+
+func (a *Applier) apply(ctx context.Context, obj client.Object, subresource string) (Result, error) {
+	gvk, err := apiutil.GVKForObject(obj, a.Client.Scheme())
+	if err != nil {
+		return Unchanged, fmt.Errorf("finding the kind of %T: %w", obj, err)
+	}
+	desired, err := prepare(obj, gvk, subresource)
+	if err != nil {
+		return Unchanged, err
+	}
+
+	live, err := a.live(ctx, gvk, client.ObjectKeyFromObject(obj))
+	if err != nil {
+		return Unchanged, err
+	}
+	if live != nil && Matches(desired, live, a.Owner, subresource) {
+		return Unchanged, nil
+	}
+
+	u := &unstructured.Unstructured{Object: desired}
+	if subresource == "status" {
+		err = a.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+			client.FieldOwner(a.Owner), client.ForceOwnership)
+	} else {
+		err = a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+			client.FieldOwner(a.Owner), client.ForceOwnership)
+	}
+	if err != nil {
+		return Unchanged, fmt.Errorf("applying %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
+	}
+	return Applied, nil
+}
+
+// Delete deletes the object named by obj if it exists. Deleting an object that is already gone
+// sends nothing when the reader (the cache) already knows it is gone.
+func (a *Applier) Delete(ctx context.Context, obj client.Object) (Result, error) {
+	gvk, err := apiutil.GVKForObject(obj, a.Client.Scheme())
+	if err != nil {
+		return Unchanged, fmt.Errorf("finding the kind of %T: %w", obj, err)
+	}
+	live, err := a.live(ctx, gvk, client.ObjectKeyFromObject(obj))
+	if err != nil {
+		return Unchanged, err
+	}
+	if live == nil {
+		return Unchanged, nil
+	}
+	if err := a.Client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Unchanged, nil
+		}
+		return Unchanged, fmt.Errorf("deleting %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
+	}
+	return Deleted, nil
+}
+
+// live returns the live object, or nil when it does not exist.
+func (a *Applier) live(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) (client.Object, error) {
+	obj, err := a.Client.Scheme().New(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("creating a %s: %w", gvk.Kind, err)
+	}
+	cobj, ok := obj.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a client.Object", gvk.Kind)
+	}
+	if err := a.Reader.Get(ctx, key, cobj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading %s %s: %w", gvk.Kind, key, err)
+	}
+	return cobj, nil
+}
+
+// prepare turns obj into the map that is sent: with apiVersion and kind, without server-owned
+// metadata, without null values (which the typed-to-unstructured conversion produces for unset
+// structs such as creationTimestamp), and with only the part the subresource covers.
+func prepare(obj client.Object, gvk schema.GroupVersionKind, subresource string) (map[string]any, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
+	}
+	m["apiVersion"] = gvk.GroupVersion().String()
+	m["kind"] = gvk.Kind
+
+	meta, _ := m["metadata"].(map[string]any)
+	if meta == nil {
+		return nil, fmt.Errorf("%s has no metadata", gvk.Kind)
+	}
+	for _, k := range []string{"creationTimestamp", "resourceVersion", "uid", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"} {
+		delete(meta, k)
+	}
+
+	if subresource == "status" {
+		// A status apply carries identity and status only: sending metadata or spec would
+		// make this owner claim fields it does not mean to manage.
+		m = map[string]any{
+			"apiVersion": m["apiVersion"],
+			"kind":       m["kind"],
+			"metadata":   identity(meta),
+			"status":     m["status"],
+		}
+	} else {
+		delete(m, "status")
+	}
+	pruneNulls(m)
+	return m, nil
+}
+
+func identity(meta map[string]any) map[string]any {
+	out := map[string]any{"name": meta["name"]}
+	if ns, ok := meta["namespace"]; ok {
+		out["namespace"] = ns
+	}
+	return out
+}
+
+// pruneNulls removes null values from maps, recursively. In an apply request a null would be
+// read as "no opinion" at best; leaving it out is clearer and keeps the comparison honest.
+func pruneNulls(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			if e == nil {
+				delete(t, k)
+				continue
+			}
+			pruneNulls(e)
+		}
+	case []any:
+		for _, e := range t {
+			pruneNulls(e)
+		}
+	}
+}
