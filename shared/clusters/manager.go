@@ -1,0 +1,184 @@
+// Package clusters builds the operator's managers: a controller-runtime manager for the cluster
+// whose objects it mainly reconciles, plus, in HyperShift mode, a second cluster.Cluster for the
+// other side with its own narrowed cache. It is the one place where clients, caches, leader
+// election, metrics and health endpoints are wired, so the controlplane and guest packages only
+// add reconcilers.
+package clusters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Leader election timings of OpenShift operators (library-go's defaults, also passed to the CSI
+// sidecars): about two lease renewals a minute instead of controller-runtime's one every two
+// seconds. Hundreds of hosted clusters each run these managers against one management cluster,
+// so the renewal rate is the operator's whole write load at rest.
+const (
+	LeaseDuration = 137 * time.Second
+	RenewDeadline = 107 * time.Second
+	RetryPeriod   = 26 * time.Second
+)
+
+// Options configure one manager.
+type Options struct {
+	// Name names the manager in logs ("controlplane", "guest", "standalone").
+	Name   string
+	Scheme *runtime.Scheme
+	Logger logr.Logger
+
+	// Primary is the cluster whose objects the manager mainly reconciles; the manager's own
+	// client and cache talk to it.
+	Primary      *rest.Config
+	PrimaryCache cache.Options
+
+	// Secondary, when set, is the other cluster (the guest for the controlplane manager). It is
+	// added to the manager as a cluster.Cluster with its own cache.
+	Secondary      *rest.Config
+	SecondaryCache cache.Options
+
+	// LeaderElection turns leader election on. The lock lives in LeaderElectionNamespace of
+	// the cluster LeaderElectionConfig points at: the cluster where the operator pod runs
+	// (the management cluster in HyperShift mode, also for the guest manager). It defaults
+	// to Primary.
+	LeaderElection          bool
+	LeaderElectionConfig    *rest.Config
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+
+	// MetricsBindAddress and HealthProbeBindAddress are where /metrics and /healthz, /readyz
+	// listen; "0" disables them.
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+
+	// SkipControllerNameValidation lets tests run several managers with the same
+	// controllers in one process.
+	SkipControllerNameValidation bool
+}
+
+// Manager is a controller-runtime manager plus, in HyperShift mode, the other cluster.
+type Manager struct {
+	manager.Manager
+	// Secondary is the other cluster, or nil when the manager talks to one cluster only.
+	Secondary cluster.Cluster
+	extra     []cluster.Cluster
+}
+
+// New builds a manager from o. Nothing runs until Start.
+func New(o Options) (*Manager, error) {
+	if o.Primary == nil {
+		return nil, errors.New("no primary cluster configuration")
+	}
+	if o.LeaderElection && (o.LeaderElectionID == "" || o.LeaderElectionNamespace == "") {
+		return nil, errors.New("leader election needs an ID and a namespace")
+	}
+	leaderConfig := o.LeaderElectionConfig
+	if leaderConfig == nil {
+		leaderConfig = o.Primary
+	}
+
+	mgr, err := manager.New(o.Primary, manager.Options{
+		Scheme:                        o.Scheme,
+		Logger:                        o.Logger,
+		Cache:                         o.PrimaryCache,
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionConfig:          leaderConfig,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 ptr.To(LeaseDuration),
+		RenewDeadline:                 ptr.To(RenewDeadline),
+		RetryPeriod:                   ptr.To(RetryPeriod),
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		HealthProbeBindAddress:        o.HealthProbeBindAddress,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the %s manager: %w", o.Name, err)
+	}
+	m := &Manager{Manager: mgr}
+
+	if o.Secondary != nil {
+		c, err := cluster.New(o.Secondary, func(co *cluster.Options) {
+			co.Scheme = o.Scheme
+			co.Logger = o.Logger
+			co.Cache = o.SecondaryCache
+		})
+		if err != nil {
+			return nil, fmt.Errorf("creating the %s manager's second cluster: %w", o.Name, err)
+		}
+		if err := mgr.Add(c); err != nil {
+			return nil, fmt.Errorf("adding the second cluster to the %s manager: %w", o.Name, err)
+		}
+		m.Secondary = c
+	}
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("caches", m.cachesSynced); err != nil {
+		return nil, fmt.Errorf("adding the readiness check: %w", err)
+	}
+	return m, nil
+}
+
+// cachesSynced reports ready once the caches of both clusters have synced, so a rollout of the
+// operator is not declared done while it still cannot see one of the two API servers.
+func (m *Manager) cachesSynced(req *http.Request) error {
+	ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+	defer cancel()
+	if !m.GetCache().WaitForCacheSync(ctx) {
+		return errors.New("the primary cluster's cache has not synced")
+	}
+	if m.Secondary != nil && !m.Secondary.GetCache().WaitForCacheSync(ctx) {
+		return errors.New("the second cluster's cache has not synced")
+	}
+	for _, c := range m.extra {
+		if !c.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("a cache has not synced")
+		}
+	}
+	return nil
+}
+
+// AddCluster adds another cluster.Cluster with its own cache to the manager. Standalone mode uses
+// it to give each reconciler the same narrowed caches it has in HyperShift mode, all on the one
+// API server and under one leader election.
+func (m *Manager) AddCluster(name string, cfg *rest.Config, opts cache.Options) (cluster.Cluster, error) {
+	c, err := cluster.New(cfg, func(co *cluster.Options) {
+		co.Scheme = m.GetScheme()
+		co.Logger = m.GetLogger().WithName(name)
+		co.Cache = opts
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating cluster %s: %w", name, err)
+	}
+	if err := m.Add(c); err != nil {
+		return nil, fmt.Errorf("adding cluster %s: %w", name, err)
+	}
+	m.extra = append(m.extra, c)
+	return c, nil
+}
+
+// OtherCluster returns the cluster the manager reaches besides its primary: the secondary cluster
+// in HyperShift mode, the primary itself when the manager talks to a single cluster.
+func (m *Manager) OtherCluster() cluster.Cluster {
+	if m.Secondary != nil {
+		return m.Secondary
+	}
+	return m.Manager
+}
