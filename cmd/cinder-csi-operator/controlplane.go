@@ -1,0 +1,56 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+)
+
+// runControlPlane runs the management-side manager of one hosted cluster.
+func runControlPlane(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f managerFlags
+	f.bind(fs, true, ":8080", ":8081")
+	var o operator.ControlPlane
+	bindTopologyFlags(fs, &o.Config)
+	if err := f.parse(fs, args, ""); err != nil {
+		return err
+	}
+	if f.guestKubeconfig == "" {
+		return errors.New("--guest-kubeconfig is required")
+	}
+	var err error
+	if o.Config.Images, err = images.ControllerImages(os.LookupEnv, true); err != nil {
+		return err
+	}
+	o.Config.Namespace = f.namespace
+	o.Common = f.common(stderr)
+	if o.Mgmt, err = restConfig(f.kubeconfig, userAgent("controlplane")); err != nil {
+		return err
+	}
+	if o.Guest, err = restConfig(f.guestKubeconfig, userAgent("controlplane")); err != nil {
+		return err
+	}
+	o.LeaderConfig = o.Mgmt
+	m, err := operator.NewControlPlane(o)
+	if err != nil {
+		return err
+	}
+	return m.Start(ctrl.SetupSignalHandler())
+}
+
+// bindTopologyFlags registers the topology detection flags.
+func bindTopologyFlags(fs *flag.FlagSet, cfg *controlplane.Config) {
+	fs.DurationVar(&cfg.TopologyRecheckInterval, "topology-recheck-interval", controlplane.DefaultTopologyRecheckInterval,
+		"How often the OpenStack availability zones are listed again to decide topology.")
+	fs.DurationVar(&cfg.OpenStackTimeout, "openstack-timeout", controlplane.DefaultOpenStackTimeout,
+		"Time limit of one topology detection against OpenStack.")
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+)
+
+// runGuest runs the guest-side manager of one hosted cluster. It reconciles the guest through
+// --guest-kubeconfig and elects its leader on the cluster where the pod runs (--kubeconfig, the
+// management cluster), like every other hosted-control-plane component.
+func runGuest(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("guest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f managerFlags
+	f.bind(fs, true, ":8082", ":8083")
+	if err := f.parse(fs, args, ""); err != nil {
+		return err
+	}
+	if f.guestKubeconfig == "" {
+		return errors.New("--guest-kubeconfig is required")
+	}
+	var o operator.Guest
+	var err error
+	if o.Config.Images, err = images.NodeImages(os.LookupEnv); err != nil {
+		return err
+	}
+	o.Common = f.common(stderr)
+	if o.Guest, err = restConfig(f.guestKubeconfig, userAgent("guest")); err != nil {
+		return err
+	}
+	if f.leaderElect {
+		if o.LeaderConfig, err = restConfig(f.kubeconfig, userAgent("guest")); err != nil {
+			return err
+		}
+	}
+	m, err := operator.NewGuest(o)
+	if err != nil {
+		return err
+	}
+	return m.Start(ctrl.SetupSignalHandler())
+}

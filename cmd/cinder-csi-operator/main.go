@@ -1,0 +1,58 @@
+// Command cinder-csi-operator installs, configures and keeps healthy the OpenStack Cinder CSI
+// driver on OpenShift: in HyperShift mode as two managers (controlplane beside the hosted control
+// plane, guest against the hosted cluster), in standalone mode as both in one process.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `Usage: cinder-csi-operator <command> [flags]
+
+Commands:
+  controlplane  run the management-side manager of a hosted cluster (CSI controller, cloud-conf)
+  guest         run the guest-side manager of a hosted cluster (node plugin, CSIDriver, StorageClass)
+  standalone    run both managers in one process against one OpenShift cluster
+  version       print the version
+
+Run "cinder-csi-operator <command> -h" for the flags of a command.
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "controlplane":
+		err = runControlPlane(args[1:], stderr)
+	case "guest":
+		err = runGuest(args[1:], stderr)
+	case "standalone":
+		err = runStandalone(args[1:], stderr)
+	case "version":
+		fmt.Fprintln(stdout, version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cinder-csi-operator %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}

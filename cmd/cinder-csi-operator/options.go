@@ -1,0 +1,136 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
+)
+
+// serviceAccountNamespaceFile is where Kubernetes mounts the pod's namespace.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// managerFlags are the flags every manager command has.
+type managerFlags struct {
+	kubeconfig              string
+	guestKubeconfig         string
+	namespace               string
+	leaderElect             bool
+	leaderElectionNamespace string
+	metricsAddr             string
+	probeAddr               string
+	zap                     zap.Options
+}
+
+// bind registers the common flags. defaultMetrics and defaultProbe differ per command so that
+// the controlplane and guest managers can share a pod.
+func (f *managerFlags) bind(fs *flag.FlagSet, withGuest bool, defaultMetrics, defaultProbe string) {
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "",
+		"Path to the kubeconfig of the cluster where the operator runs (the management cluster in HyperShift mode). Empty means the in-cluster configuration.")
+	if withGuest {
+		fs.StringVar(&f.guestKubeconfig, "guest-kubeconfig", "",
+			"Path to the kubeconfig of the hosted (guest) cluster.")
+	}
+	fs.StringVar(&f.namespace, "namespace", "",
+		"Namespace the operator runs in (the HostedControlPlane namespace in HyperShift mode). Defaults to POD_NAMESPACE, then to the service account's namespace.")
+	fs.BoolVar(&f.leaderElect, "leader-elect", true,
+		"Elect a leader, so that only one replica reconciles at a time.")
+	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "",
+		"Namespace of the leader election lease, on the cluster where the operator runs. Defaults to --namespace.")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", defaultMetrics,
+		`Address /metrics listens on; "0" disables it.`)
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", defaultProbe,
+		`Address /healthz and /readyz listen on; "0" disables them.`)
+	f.zap.BindFlags(fs)
+}
+
+// parse parses args into fs and resolves the namespace.
+func (f *managerFlags) parse(fs *flag.FlagSet, args []string, defaultNamespace string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if f.namespace == "" {
+		f.namespace = detectNamespace(defaultNamespace)
+	}
+	if f.namespace == "" {
+		return errors.New("--namespace is required outside a pod")
+	}
+	if f.leaderElectionNamespace == "" {
+		f.leaderElectionNamespace = f.namespace
+	}
+	return nil
+}
+
+func detectNamespace(fallback string) string {
+	if ns := strings.TrimSpace(os.Getenv("POD_NAMESPACE")); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns
+		}
+	}
+	return fallback
+}
+
+// logger builds the operator's logger (JSON unless --zap-devel) and its live level, which
+// starts at --zap-log-level (or verbosity 2) and follows spec.operatorLogLevel afterwards.
+func (f *managerFlags) logger(stderr io.Writer) *loglevel.Live {
+	live := loglevel.FromEnabler(f.zap.Level, 2)
+	f.zap.Level = live.Level()
+	f.zap.DestWriter = stderr
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.zap)))
+	return live
+}
+
+// restConfig loads a kubeconfig, or the in-cluster configuration for an empty path.
+func restConfig(path, userAgent string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if path == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", path)
+	}
+	if err != nil {
+		if path == "" {
+			return nil, fmt.Errorf("loading the in-cluster configuration (pass --kubeconfig outside a pod): %w", err)
+		}
+		return nil, fmt.Errorf("loading kubeconfig %s: %w", path, err)
+	}
+	cfg.UserAgent = userAgent
+	// Reads come from the caches; these limits only bound bursts of applies at install time.
+	cfg.QPS = 20
+	cfg.Burst = 40
+	return cfg, nil
+}
+
+// common returns the options every manager shares, building the logger on the way.
+func (f *managerFlags) common(stderr io.Writer) operator.Common {
+	live := f.logger(stderr)
+	return operator.Common{
+		Logger:                  ctrl.Log,
+		LogLevel:                live,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionNamespace: f.leaderElectionNamespace,
+		MetricsBindAddress:      f.metricsAddr,
+		HealthProbeBindAddress:  f.probeAddr,
+	}
+}
+
+func userAgent(component string) string {
+	return "cinder-csi-operator-" + component + "/" + version
+}

@@ -1,0 +1,339 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	operatorv1 "github.com/openshift/api/operator/v1"
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+// Hash input names, one pod-template annotation each.
+const (
+	hashCloudConf   = "configmap-cloud-conf"
+	hashCredentials = "secret-openstack-cloud-credentials"
+)
+
+// Reconciler keeps the CSI controller and both copies of cloud-conf in shape for the one
+// ClusterCSIDriver, and reports on them in its conditions.
+type Reconciler struct {
+	// Mgmt talks to the management cluster (the HostedControlPlane namespace); in standalone
+	// mode, to the one cluster.
+	Mgmt client.Client
+	// Guest talks to the guest cluster: ClusterCSIDriver, the user's configuration and the
+	// node copy of cloud-conf.
+	Guest    client.Client
+	Config   Config
+	Decoder  *manifests.Decoder
+	Recorder recorder.EventRecorder
+
+	topology  *topologyCache
+	hcpNeeded bool
+	now       func() time.Time
+}
+
+// driverRequest is the one request every event maps to: there is one ClusterCSIDriver.
+var driverRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: names.ClusterCSIDriverName}}
+
+func toDriver(context.Context, client.Object) []reconcile.Request {
+	return []reconcile.Request{driverRequest}
+}
+
+// SetupWithManager watches the inputs and owned objects on both clusters.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, mgmt, guest cluster.Cluster) error {
+	if r.now == nil {
+		r.now = time.Now
+	}
+	ns := r.Config.Namespace
+	inNamespace := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == ns })
+	named := func(nameList ...string) predicate.Predicate {
+		return predicate.NewPredicateFuncs(func(o client.Object) bool { return slices.Contains(nameList, o.GetName()) })
+	}
+	enqueue := handler.EnqueueRequestsFromMapFunc(toDriver)
+
+	watch := func(c cluster.Cluster, obj client.Object, preds ...predicate.Predicate) source.Source {
+		return source.Kind(c.GetCache(), obj, enqueue, preds...)
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("controlplane").
+		WatchesRawSource(watch(guest, &operatorv1.ClusterCSIDriver{},
+			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		WatchesRawSource(watch(guest, &corev1.ConfigMap{}, named(names.CloudConfConfigMap, names.CloudConfNodeConfigMap, names.UserConfigMap))).
+		WatchesRawSource(watch(mgmt, &corev1.Secret{}, inNamespace, named(names.CredentialsSecret))).
+		WatchesRawSource(watch(mgmt, &corev1.ConfigMap{}, inNamespace, named(names.HyperShiftCloudConfigMap, names.CloudConfConfigMap))).
+		WatchesRawSource(watch(mgmt, &appsv1.Deployment{}, inNamespace)).
+		WatchesRawSource(watch(mgmt, &corev1.ServiceAccount{}, inNamespace)).
+		WatchesRawSource(watch(mgmt, &corev1.Service{}, inNamespace)).
+		WatchesRawSource(watch(mgmt, &policyv1.PodDisruptionBudget{}, inNamespace))
+	if r.hcpNeeded {
+		b = b.WatchesRawSource(watch(mgmt, &hyperv1.HostedControlPlane{}, inNamespace))
+	}
+	return b.Complete(r)
+}
+
+// Reconcile makes the controller objects match the ClusterCSIDriver, the credentials and the
+// cloud, then writes this manager's conditions.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	log := ctrl.LoggerFrom(ctx)
+	driver := &operatorv1.ClusterCSIDriver{}
+	if err := r.Guest.Get(ctx, req.NamespacedName, driver); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+
+	st := conditions.New(driver.Status.Conditions, metav1.NewTime(r.now()))
+	defer func() {
+		reterr = errors.Join(reterr, r.writeStatus(ctx, driver, st))
+	}()
+	r.applyOperatorLogLevel(ctx, driver)
+
+	in, err := r.readInputs(ctx)
+	if err != nil {
+		st.True(names.ConditionControllerDegraded, names.ReasonReadFailed, "Reading the operator's inputs failed; the operator retries. See the operator log for the API error.")
+		return ctrl.Result{}, err
+	}
+
+	switch driver.Spec.ManagementState {
+	case operatorv1.Unmanaged:
+		setUnmanaged(st, in.Deployment)
+		return ctrl.Result{}, nil
+	case operatorv1.Removed:
+		err := r.remove(ctx)
+		setRemoved(st, err)
+		return ctrl.Result{}, err
+	}
+
+	cfg, problems := r.resolve(driver, in)
+	if len(problems) > 0 {
+		msg := problemsMessage(problems)
+		st.True(names.ConditionConfigDegraded, problems[0].Reason, msg)
+		setControllerConditions(st, in.Deployment, "The CSI controller waits for valid configuration: "+msg, nil)
+		keepTopologyCondition(st, driver)
+		log.V(2).Info("Not applying: invalid configuration", "reason", problems[0].Reason)
+		return ctrl.Result{}, reconcile.TerminalError(errors.New(problems[0].Reason))
+	}
+	st.False(names.ConditionConfigDegraded, names.ReasonAsExpected, "")
+
+	topo := r.decide(ctx, cfg.Override, detectionInputs{
+		CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), LastKnown: cfg.LastTopology,
+	})
+	setTopologyCondition(st, topo)
+	log.V(4).Info("Topology decided", "enabled", topo.Enabled, "source", topo.Source, "computeZones", topo.ComputeZones, "volumeZones", topo.VolumeZones)
+
+	applyErr := r.applyAll(ctx, cfg, in, topo)
+	setControllerConditions(st, in.Deployment, "", applyErr)
+	if applyErr != nil {
+		return ctrl.Result{}, applyErr
+	}
+	return ctrl.Result{RequeueAfter: topo.RecheckIn}, nil
+}
+
+// applyAll applies both cloud-conf copies, then the controller objects that mount them.
+func (r *Reconciler) applyAll(ctx context.Context, cfg *config, in *inputs, topo topologyDecision) error {
+	log := ctrl.LoggerFrom(ctx)
+	ns := r.Config.Namespace
+	controllerConf := desiredCloudConf(ns, names.CloudConfConfigMap, cfg.ControllerConf, topo.Enabled, cfg.CABundle)
+	nodeConf := desiredCloudConf(names.GuestNamespace, r.nodeCloudConfName(), cfg.NodeConf, topo.Enabled, "")
+
+	objs, err := desiredControllerObjects(r.Decoder, controllerInputs{
+		HyperShift:      r.Config.HyperShift,
+		Namespace:       ns,
+		Images:          r.Config.Images,
+		ClusterID:       cfg.ClusterID,
+		HighlyAvailable: cfg.HA,
+		NodeSelector:    cfg.NodeSelector,
+		Tolerations:     cfg.Tolerations,
+		PodLabels:       cfg.PodLabels,
+		Verbosity:       cfg.Verbosity,
+		Topology:        topo.Enabled,
+		Hashes: map[string]string{
+			// The hash of the ConfigMap as it will be applied, so the first rollout already
+			// carries the final value.
+			hashCloudConf:   confighash.ConfigMap(controllerConf),
+			hashCredentials: confighash.SecretKeys(in.Credentials, names.KeyCloudsYAML),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("computing the controller objects: %w", err)
+	}
+
+	mgmt := apply.New(r.Mgmt, r.fieldOwner())
+	guest := apply.New(r.Guest, r.fieldOwner())
+	if _, err := guest.Apply(ctx, nodeConf); err != nil {
+		return err
+	}
+	for _, o := range append([]client.Object{controllerConf}, objs...) {
+		res, err := mgmt.Apply(ctx, o)
+		if err != nil {
+			return err
+		}
+		if res == apply.Applied {
+			log.V(2).Info("Applied", "kind", kindOf(o), "object", klog.KObj(o))
+		}
+	}
+	return nil
+}
+
+// remove deletes what this manager created, for managementState Removed.
+func (r *Reconciler) remove(ctx context.Context) error {
+	ns := r.Config.Namespace
+	mgmt := apply.New(r.Mgmt, r.fieldOwner())
+	guest := apply.New(r.Guest, r.fieldOwner())
+	var errs []error
+	for _, o := range []client.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerDeployment}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerPDB}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerMetricsService}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerServiceAccount}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.CloudConfConfigMap}},
+	} {
+		if _, err := mgmt.Delete(ctx, o); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := guest.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: r.nodeCloudConfName()}}); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// writeStatus applies this manager's conditions to the ClusterCSIDriver status, and records an
+// Event for every condition that turned Degraded or recovered.
+func (r *Reconciler) writeStatus(ctx context.Context, driver *operatorv1.ClusterCSIDriver, st *conditions.Set) error {
+	conds := st.List()
+	if len(conds) == 0 {
+		return nil
+	}
+	r.recordTransitions(driver, conds)
+	list := make([]any, 0, len(conds))
+	for _, c := range conds {
+		list = append(list, map[string]any{
+			"type":               c.Type,
+			"status":             string(c.Status),
+			"reason":             c.Reason,
+			"message":            c.Message,
+			"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
+		})
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": operatorv1.GroupVersion.String(),
+		"kind":       "ClusterCSIDriver",
+		"metadata":   map[string]any{"name": driver.Name},
+		"status":     map[string]any{"conditions": list},
+	}}
+	if _, err := apply.New(r.Guest, r.fieldOwner()).ApplyStatus(ctx, u); err != nil {
+		return fmt.Errorf("writing ClusterCSIDriver conditions: %w", err)
+	}
+	return nil
+}
+
+// recordTransitions emits an Event on the ClusterCSIDriver when a Degraded condition changes.
+func (r *Reconciler) recordTransitions(driver *operatorv1.ClusterCSIDriver, conds []operatorv1.OperatorCondition) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, c := range conds {
+		if !strings.HasSuffix(c.Type, "Degraded") {
+			continue
+		}
+		was := conditions.Find(driver.Status.Conditions, c.Type)
+		wasTrue := was != nil && was.Status == operatorv1.ConditionTrue
+		switch {
+		case c.Status == operatorv1.ConditionTrue && !wasTrue:
+			r.Recorder.Eventf(driver, nil, corev1.EventTypeWarning, c.Reason, "Degraded", "%s: %s", c.Type, c.Message)
+		case c.Status != operatorv1.ConditionTrue && wasTrue:
+			r.Recorder.Eventf(driver, nil, corev1.EventTypeNormal, "Recovered", "Recovered", "%s is no longer degraded.", c.Type)
+		}
+	}
+}
+
+// applyOperatorLogLevel sets the operator's own verbosity from spec.operatorLogLevel. An unknown
+// level leaves the verbosity as it is; the guest manager reports it.
+func (r *Reconciler) applyOperatorLogLevel(ctx context.Context, driver *operatorv1.ClusterCSIDriver) {
+	if r.Config.LogLevel == nil {
+		return
+	}
+	v, err := verbosityOf(driver.Spec.OperatorLogLevel)
+	if err != nil {
+		return
+	}
+	if r.Config.LogLevel.Set(v) {
+		ctrl.LoggerFrom(ctx).Info("Changed the operator's verbosity", "verbosity", v)
+	}
+}
+
+func (r *Reconciler) fieldOwner() string { return names.FieldOwnerControlPlane }
+
+// nodeCloudConfName is the node copy's name: on HyperShift it lives in another cluster and keeps
+// csi-operator's name; in standalone it shares a namespace with the controller copy.
+func (r *Reconciler) nodeCloudConfName() string {
+	if r.Config.HyperShift {
+		return names.CloudConfConfigMap
+	}
+	return names.CloudConfNodeConfigMap
+}
+
+// keepTopologyCondition re-sends the existing topology condition unchanged, so that a config
+// problem does not erase it (an apply without it would drop it).
+func keepTopologyCondition(st *conditions.Set, driver *operatorv1.ClusterCSIDriver) {
+	if c := conditions.Find(driver.Status.Conditions, names.ConditionTopologyDegraded); c != nil {
+		st.Set(c.Type, c.Status, c.Reason, c.Message)
+		return
+	}
+	st.False(names.ConditionTopologyDegraded, names.ReasonWaitingForConfig, "Topology is decided once the configuration is valid.")
+}
+
+func setUnmanaged(st *conditions.Set, dep *appsv1.Deployment) {
+	const msg = "managementState is Unmanaged: the operator changes nothing."
+	setControllerConditions(st, dep, "", nil)
+	st.False(names.ConditionControllerProgressing, names.ReasonUnmanaged, msg)
+	st.False(names.ConditionControllerDegraded, names.ReasonUnmanaged, msg)
+	st.False(names.ConditionConfigDegraded, names.ReasonUnmanaged, msg)
+	st.False(names.ConditionTopologyDegraded, names.ReasonUnmanaged, msg)
+}
+
+func setRemoved(st *conditions.Set, err error) {
+	const msg = "managementState is Removed: the CSI controller and its configuration are removed."
+	st.True(names.ConditionControllerAvailable, names.ReasonRemoved, msg)
+	st.False(names.ConditionControllerProgressing, names.ReasonRemoved, msg)
+	st.FoldError(names.ConditionControllerDegraded, err, names.ReasonApplyFailed, "Removing the CSI controller objects failed; the operator retries.")
+	st.False(names.ConditionConfigDegraded, names.ReasonRemoved, msg)
+	st.False(names.ConditionTopologyDegraded, names.ReasonRemoved, msg)
+}
+
+func problemsMessage(ps []problem) string {
+	msgs := make([]string, 0, len(ps))
+	for _, p := range ps {
+		msgs = append(msgs, p.Message)
+	}
+	return strings.Join(msgs, " ")
+}
+
+func kindOf(o runtime.Object) string {
+	return strings.TrimPrefix(fmt.Sprintf("%T", o), "*v1.")
+}

@@ -1,0 +1,336 @@
+package controlplane
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+// Paths and names used only by the controller Deployment.
+const (
+	guestKubeconfigVolume = "hosted-kubeconfig"
+	guestKubeconfigDir    = "/etc/hosted-kubernetes"
+	metricsCertVolume     = "metrics-serving-cert"
+	hyperShiftPriority    = "hypershift-control-plane"
+	standalonePriority    = "system-cluster-critical"
+	hostnameTopologyKey   = "kubernetes.io/hostname"
+)
+
+// csiSidecars are the controller containers that talk to the Kubernetes API: on HyperShift they
+// reach the guest through its kubeconfig, and they elect a leader among controller replicas.
+var csiSidecars = []string{"csi-provisioner", "csi-attacher", "csi-resizer", "csi-snapshotter"}
+
+// metricsProxy is one kube-rbac-proxy in front of a loopback metrics endpoint.
+type metricsProxy struct {
+	name     string
+	port     string // Service and container port name
+	loopback int
+	exposed  int
+}
+
+// metricsProxies follows csi-operator's port registry (loopback 8202-8206, exposed 9202-9206),
+// so the metrics Service and any scrape configuration built for it keep working.
+var metricsProxies = []metricsProxy{
+	{name: "kube-rbac-proxy-8202", port: "driver-m", loopback: 8202, exposed: 9202},
+	{name: "provisioner-kube-rbac-proxy", port: "provisioner-m", loopback: 8203, exposed: 9203},
+	{name: "attacher-kube-rbac-proxy", port: "attacher-m", loopback: 8204, exposed: 9204},
+	{name: "resizer-kube-rbac-proxy", port: "resizer-m", loopback: 8205, exposed: 9205},
+	{name: "snapshotter-kube-rbac-proxy", port: "snapshotter-m", loopback: 8206, exposed: 9206},
+}
+
+// controllerInputs is everything the controller's objects are computed from.
+type controllerInputs struct {
+	HyperShift bool
+	Namespace  string
+	Images     images.Controller
+	// ClusterID tags the volumes the driver creates (--cluster), for cleanup on deletion.
+	ClusterID string
+	// HighlyAvailable gives two replicas spread over nodes, else one.
+	HighlyAvailable bool
+	// NodeSelector, Tolerations and Labels come from the HostedControlPlane (HyperShift) or
+	// from the control plane topology (standalone).
+	NodeSelector map[string]string
+	Tolerations  []corev1.Toleration
+	PodLabels    map[string]string
+	Verbosity    int
+	Topology     bool
+	// Hashes are the per-input hashes written to the pod template, keyed by input name.
+	Hashes map[string]string
+}
+
+// managed adds the label every applied object carries.
+func managed(obj client.Object) {
+	l := obj.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[names.ManagedByLabel] = names.ManagedByValue
+	obj.SetLabels(l)
+}
+
+// desiredCloudConf returns a cloud-conf ConfigMap: the generated cloud.conf, the topology
+// decision and, when one exists, the OpenStack CA bundle.
+func desiredCloudConf(namespace, name, cloudConf string, enableTopology bool, caBundle string) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Data: map[string]string{
+			names.KeyCloudConf:      cloudConf,
+			names.KeyEnableTopology: strconv.FormatBool(enableTopology),
+		},
+	}
+	if caBundle != "" {
+		cm.Data[names.KeyCABundle] = caBundle
+	}
+	managed(cm)
+	return cm
+}
+
+// desiredControllerObjects returns the ServiceAccount, metrics Service, PodDisruptionBudget and
+// Deployment, in apply order.
+func desiredControllerObjects(d *manifests.Decoder, in controllerInputs) ([]client.Object, error) {
+	sa, err := manifests.Object[*corev1.ServiceAccount](d, "controller_sa.yaml")
+	if err != nil {
+		return nil, err
+	}
+	if in.HyperShift {
+		sa.ImagePullSecrets = []corev1.LocalObjectReference{{Name: names.PullSecret}}
+	}
+	svc, err := manifests.Object[*corev1.Service](d, "controller_metrics_service.yaml")
+	if err != nil {
+		return nil, err
+	}
+	pdb, err := manifests.Object[*policyv1.PodDisruptionBudget](d, "controller_pdb.yaml")
+	if err != nil {
+		return nil, err
+	}
+	dep, err := desiredController(d, in)
+	if err != nil {
+		return nil, err
+	}
+	objs := []client.Object{sa, svc, pdb, dep}
+	for _, o := range objs {
+		o.SetNamespace(in.Namespace)
+		managed(o)
+	}
+	return objs, nil
+}
+
+// desiredController returns the controller Deployment.
+func desiredController(d *manifests.Decoder, in controllerInputs) (*appsv1.Deployment, error) {
+	dep, err := manifests.Object[*appsv1.Deployment](d, "controller.yaml")
+	if err != nil {
+		return nil, err
+	}
+	dep.Namespace = in.Namespace
+	replicas := int32(1)
+	if in.HighlyAvailable {
+		replicas = 2
+	}
+	dep.Spec.Replicas = ptr.To(replicas)
+
+	pod := &dep.Spec.Template.Spec
+	pod.Containers = append(pod.Containers, kubeRBACProxies(in.Images.KubeRBACProxy)...)
+	if err := setControllerImages(pod, in.Images); err != nil {
+		return nil, err
+	}
+	verbosity := "--v=" + strconv.Itoa(in.Verbosity)
+	for i := range pod.Containers {
+		c := &pod.Containers[i]
+		switch {
+		case c.Name == "csi-driver":
+			c.Args = append(c.Args, "--cluster="+in.ClusterID, "--with-topology="+strconv.FormatBool(in.Topology), verbosity)
+		case slices.Contains(csiSidecars, c.Name):
+			c.Args = append(c.Args, sidecarLeaderElectionArgs()...)
+			c.Args = append(c.Args, verbosity)
+		case c.Name == "csi-liveness-probe":
+			c.Args = append(c.Args, verbosity)
+		}
+		hardenContainer(c)
+	}
+
+	tmpl := &dep.Spec.Template
+	for k, v := range in.PodLabels {
+		// The operator's own labels win: the selector depends on them.
+		if _, taken := tmpl.Labels[k]; !taken {
+			tmpl.Labels[k] = v
+		}
+	}
+	pod.NodeSelector = maps.Clone(in.NodeSelector)
+	if in.HyperShift {
+		adaptHyperShiftController(tmpl, in)
+	} else {
+		adaptStandaloneController(tmpl, in)
+	}
+	confighash.Annotate(tmpl, in.Hashes)
+	return dep, nil
+}
+
+// sidecarLeaderElectionArgs are the leader election flags of the CSI sidecars: OpenShift's
+// timings, with the leases in the guest namespace (where the sidecars' API is the guest's on
+// HyperShift).
+func sidecarLeaderElectionArgs() []string {
+	return []string{
+		"--leader-election",
+		"--leader-election-namespace=" + names.GuestNamespace,
+		"--leader-election-lease-duration=" + clusters.LeaseDuration.String(),
+		"--leader-election-renew-deadline=" + clusters.RenewDeadline.String(),
+		"--leader-election-retry-period=" + clusters.RetryPeriod.String(),
+	}
+}
+
+// kubeRBACProxies returns one kube-rbac-proxy container per metrics port. kube-rbac-proxy reloads
+// its serving certificate from disk, so certificate rotation needs no rollout.
+func kubeRBACProxies(image string) []corev1.Container {
+	out := make([]corev1.Container, 0, len(metricsProxies))
+	for _, p := range metricsProxies {
+		out = append(out, corev1.Container{
+			Name:  p.name,
+			Image: image,
+			Args: []string{
+				fmt.Sprintf("--secure-listen-address=0.0.0.0:%d", p.exposed),
+				fmt.Sprintf("--upstream=http://127.0.0.1:%d/", p.loopback),
+				"--tls-cert-file=/etc/tls/private/tls.crt",
+				"--tls-private-key-file=/etc/tls/private/tls.key",
+				"--logtostderr=true",
+			},
+			Ports: []corev1.ContainerPort{{Name: p.port, ContainerPort: int32(p.exposed), Protocol: corev1.ProtocolTCP}},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("10m"),
+				corev1.ResourceMemory: resource.MustParse("20Mi"),
+			}},
+			VolumeMounts: []corev1.VolumeMount{{Name: metricsCertVolume, MountPath: "/etc/tls/private"}},
+		})
+	}
+	return out
+}
+
+// setControllerImages fills in every container's image by container role.
+func setControllerImages(pod *corev1.PodSpec, img images.Controller) error {
+	byName := map[string]string{
+		"csi-driver":         img.Driver,
+		"csi-provisioner":    img.Provisioner,
+		"csi-attacher":       img.Attacher,
+		"csi-resizer":        img.Resizer,
+		"csi-snapshotter":    img.Snapshotter,
+		"csi-liveness-probe": img.LivenessProbe,
+	}
+	for i := range pod.Containers {
+		c := &pod.Containers[i]
+		image, ok := byName[c.Name]
+		if strings.Contains(c.Name, "kube-rbac-proxy") {
+			image, ok = img.KubeRBACProxy, true
+		}
+		if !ok {
+			return fmt.Errorf("no image is known for container %s", c.Name)
+		}
+		if image == "" {
+			return fmt.Errorf("the image of container %s is not set", c.Name)
+		}
+		c.Image = image
+	}
+	return nil
+}
+
+// hardenContainer applies the rules every container of the operator follows (and HyperShift's e2e
+// checks on every control-plane pod).
+func hardenContainer(c *corev1.Container) {
+	c.ImagePullPolicy = corev1.PullIfNotPresent
+	c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	if c.SecurityContext == nil {
+		c.SecurityContext = &corev1.SecurityContext{}
+	}
+	c.SecurityContext.ReadOnlyRootFilesystem = ptr.To(true)
+}
+
+// adaptHyperShiftController applies the HyperShift control-plane pod rules: colocation with the
+// hosted control plane, its priority class, tolerations and affinity, and the guest kubeconfig
+// for the sidecars.
+func adaptHyperShiftController(tmpl *corev1.PodTemplateSpec, in controllerInputs) {
+	pod := &tmpl.Spec
+	tmpl.Labels[names.HostedControlPlaneLabel] = in.Namespace
+	pod.PriorityClassName = hyperShiftPriority
+	pod.Tolerations = append([]corev1.Toleration{
+		{Key: names.ControlPlaneNodeLabel, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+		{Key: names.HostedClusterNodeLabel, Operator: corev1.TolerationOpEqual, Value: in.Namespace, Effect: corev1.TaintEffectNoSchedule},
+	}, in.Tolerations...)
+	pod.Affinity = &corev1.Affinity{
+		NodeAffinity: &corev1.NodeAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
+				{Weight: 50, Preference: nodeTerm(names.ControlPlaneNodeLabel, "true")},
+				{Weight: 100, Preference: nodeTerm(names.HostedClusterNodeLabel, in.Namespace)},
+			},
+		},
+		PodAffinity: &corev1.PodAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+				Weight: 100,
+				PodAffinityTerm: corev1.PodAffinityTerm{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{names.HostedControlPlaneLabel: in.Namespace}},
+					TopologyKey:   hostnameTopologyKey,
+				},
+			}},
+		},
+		PodAntiAffinity: controllerAntiAffinity(),
+	}
+
+	pod.Volumes = append(pod.Volumes, corev1.Volume{
+		Name: guestKubeconfigVolume,
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  names.GuestKubeconfigSecret,
+			DefaultMode: ptr.To[int32](0o640),
+		}},
+	})
+	for i := range pod.Containers {
+		c := &pod.Containers[i]
+		if !slices.Contains(csiSidecars, c.Name) {
+			continue
+		}
+		c.Args = append(c.Args, "--kubeconfig="+guestKubeconfigDir+"/"+names.KeyKubeconfig)
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: guestKubeconfigVolume, MountPath: guestKubeconfigDir, ReadOnly: true})
+	}
+}
+
+// adaptStandaloneController applies the standalone rules: master nodes (unless the control plane
+// is External), system-cluster-critical priority, replicas spread over masters.
+func adaptStandaloneController(tmpl *corev1.PodTemplateSpec, in controllerInputs) {
+	pod := &tmpl.Spec
+	pod.PriorityClassName = standalonePriority
+	pod.Tolerations = slices.Clone(in.Tolerations)
+	pod.Affinity = &corev1.Affinity{PodAntiAffinity: controllerAntiAffinity()}
+}
+
+// controllerAntiAffinity spreads controller replicas over nodes.
+func controllerAntiAffinity() *corev1.PodAntiAffinity {
+	return &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 100,
+			PodAffinityTerm: corev1.PodAffinityTerm{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": names.ControllerDeployment}},
+				TopologyKey:   hostnameTopologyKey,
+			},
+		}},
+	}
+}
+
+func nodeTerm(key, value string) corev1.NodeSelectorTerm {
+	return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}},
+	}}
+}
+

@@ -1,0 +1,111 @@
+package controlplane
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+)
+
+// setControllerConditions sets the controller's Available and Progressing conditions from the
+// live Deployment's rollout state, and its Degraded condition from a stuck rollout or applyErr.
+// waitingFor explains a missing Deployment (the configuration it is waiting for).
+func setControllerConditions(s *conditions.Set, dep *appsv1.Deployment, waitingFor string, applyErr error) {
+	switch {
+	case dep == nil && waitingFor != "":
+		s.False(names.ConditionControllerAvailable, names.ReasonWaitingForConfig, waitingFor)
+		s.False(names.ConditionControllerProgressing, names.ReasonWaitingForConfig, waitingFor)
+	case dep == nil:
+		s.False(names.ConditionControllerAvailable, names.ReasonDeploying, "The CSI controller Deployment is being created.")
+		s.True(names.ConditionControllerProgressing, names.ReasonDeploying, "The CSI controller Deployment is being created.")
+	default:
+		want := int32(1)
+		if dep.Spec.Replicas != nil {
+			want = *dep.Spec.Replicas
+		}
+		st := dep.Status
+		if st.AvailableReplicas > 0 {
+			s.True(names.ConditionControllerAvailable, names.ReasonAsExpected,
+				fmt.Sprintf("%d of %d CSI controller replicas are available.", min(st.AvailableReplicas, want), want))
+		} else {
+			s.False(names.ConditionControllerAvailable, names.ReasonNotAvailable,
+				"No CSI controller replica is available yet; check the openstack-cinder-csi-driver-controller pods.")
+		}
+		if rollingOut(dep, want) {
+			s.True(names.ConditionControllerProgressing, names.ReasonRollingOut,
+				fmt.Sprintf("The CSI controller is rolling out: %d of %d replicas updated and available.", min(st.UpdatedReplicas, st.AvailableReplicas), want))
+		} else {
+			s.False(names.ConditionControllerProgressing, names.ReasonAsExpected, "The CSI controller is rolled out.")
+		}
+	}
+
+	switch {
+	case applyErr != nil:
+		s.FoldError(names.ConditionControllerDegraded, applyErr, names.ReasonApplyFailed,
+			"Applying the CSI controller objects failed; the operator retries. See the operator log for the API error.")
+	case dep != nil && rolloutStuck(dep):
+		s.True(names.ConditionControllerDegraded, names.ReasonRolloutStuck,
+			"The CSI controller rollout exceeded its progress deadline; check the openstack-cinder-csi-driver-controller pods and events.")
+	default:
+		s.False(names.ConditionControllerDegraded, names.ReasonAsExpected, "")
+	}
+}
+
+// rollingOut reports whether the Deployment has not yet fully rolled out its current template.
+func rollingOut(dep *appsv1.Deployment, want int32) bool {
+	st := dep.Status
+	return st.ObservedGeneration < dep.Generation ||
+		st.UpdatedReplicas < want ||
+		st.AvailableReplicas < want ||
+		st.Replicas > st.UpdatedReplicas
+}
+
+// rolloutStuck reports the Deployment controller's verdict that the rollout stopped progressing.
+func rolloutStuck(dep *appsv1.Deployment) bool {
+	for _, c := range dep.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
+			return true
+		}
+	}
+	return false
+}
+
+// setTopologyCondition reports the topology decision: Degraded when OpenStack could not be asked
+// (with what stays in force), not Degraded otherwise.
+func setTopologyCondition(s *conditions.Set, d topologyDecision) {
+	if d.Failure == "" {
+		s.False(names.ConditionTopologyDegraded, names.ReasonAsExpected,
+			fmt.Sprintf("Topology is %s (%s).", onOff(d.Enabled), describeSource(d)))
+		return
+	}
+	s.True(names.ConditionTopologyDegraded, names.ReasonOpenStackUnavailable,
+		fmt.Sprintf("Listing the OpenStack availability zones failed: %s Topology stays %s (%s); the operator retries.",
+			topology.Message(d.Failure), onOff(d.Enabled), describeSource(d)))
+}
+
+func describeSource(d topologyDecision) string {
+	switch d.Source {
+	case sourceOverride:
+		return "set by enable_topology in openshift-config/cinder-csi-config"
+	case sourceDetected:
+		if d.Enabled {
+			return "every compute availability zone has a volume availability zone of the same name"
+		}
+		return "some compute availability zone has no volume availability zone of the same name"
+	case sourceLastKnown:
+		return "the last known decision"
+	default:
+		return "no decision could be made yet"
+	}
+}
+
+func onOff(b bool) string {
+	if b {
+		return "enabled"
+	}
+	return "disabled"
+}

@@ -1,0 +1,230 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	operatorv1 "github.com/openshift/api/operator/v1"
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+// defaultCloudName is the clouds.yaml entry OpenShift's installer and `hypershift create cluster
+// openstack` write; used when the HostedControlPlane does not name one.
+const defaultCloudName = "openstack"
+
+// inputs is everything the reconciler read, each nil when it does not exist.
+type inputs struct {
+	HCP         *hyperv1.HostedControlPlane
+	Credentials *corev1.Secret
+	CAConfigMap *corev1.ConfigMap
+	UserConfig  *corev1.ConfigMap
+	// CloudConf is the live controller copy of cloud-conf: it holds the last topology decision.
+	CloudConf  *corev1.ConfigMap
+	Deployment *appsv1.Deployment
+}
+
+// readInputs reads every input from the caches; a missing object is not an error.
+func (r *Reconciler) readInputs(ctx context.Context) (*inputs, error) {
+	ns := r.Config.Namespace
+	in := &inputs{
+		Credentials: &corev1.Secret{},
+		CAConfigMap: &corev1.ConfigMap{},
+		UserConfig:  &corev1.ConfigMap{},
+		CloudConf:   &corev1.ConfigMap{},
+		Deployment:  &appsv1.Deployment{},
+	}
+	reads := []struct {
+		c   client.Reader
+		key client.ObjectKey
+		obj client.Object
+		out func()
+	}{
+		{r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.CredentialsSecret}, in.Credentials, func() { in.Credentials = nil }},
+		{r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.HyperShiftCloudConfigMap}, in.CAConfigMap, func() { in.CAConfigMap = nil }},
+		{r.Guest, client.ObjectKey{Namespace: names.OpenShiftConfigNamespace, Name: names.UserConfigMap}, in.UserConfig, func() { in.UserConfig = nil }},
+		{r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.CloudConfConfigMap}, in.CloudConf, func() { in.CloudConf = nil }},
+		{r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.ControllerDeployment}, in.Deployment, func() { in.Deployment = nil }},
+	}
+	for _, rd := range reads {
+		if err := rd.c.Get(ctx, rd.key, rd.obj); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("reading %s: %w", rd.key, err)
+			}
+			rd.out()
+		}
+	}
+	if r.Config.HyperShift {
+		hcps := &hyperv1.HostedControlPlaneList{}
+		if err := r.Mgmt.List(ctx, hcps, client.InNamespace(ns)); err != nil {
+			return nil, fmt.Errorf("listing HostedControlPlanes: %w", err)
+		}
+		if len(hcps.Items) == 1 {
+			in.HCP = &hcps.Items[0]
+		}
+	}
+	return in, nil
+}
+
+// problem is invalid or missing user input: it degrades the operator with a message that says
+// what to fix, and the objects it would change are left as they are.
+type problem struct {
+	Reason  string
+	Message string
+}
+
+// config is what the validated inputs resolve to.
+type config struct {
+	Verbosity      int
+	CloudName      string
+	ClusterID      string
+	HA             bool
+	NodeSelector   map[string]string
+	Tolerations    []corev1.Toleration
+	PodLabels      map[string]string
+	CloudsYAML     []byte
+	CABundle       string
+	ControllerConf string
+	NodeConf       string
+	Override       *bool
+	LastTopology   *bool
+}
+
+// resolve validates the inputs and resolves them into a config, or returns the problems found.
+func (r *Reconciler) resolve(driver *operatorv1.ClusterCSIDriver, in *inputs) (*config, []problem) {
+	var problems []problem
+	cfg := &config{CloudName: defaultCloudName}
+
+	v, err := loglevel.Verbosity(driver.Spec.LogLevel)
+	if err != nil {
+		problems = append(problems, problem{names.ReasonUnknownLogLevel,
+			fmt.Sprintf("spec.logLevel %q of ClusterCSIDriver %s is not one of Normal, Debug, Trace, TraceAll.", driver.Spec.LogLevel, names.ClusterCSIDriverName)})
+	}
+	cfg.Verbosity = v
+
+	if r.Config.HyperShift {
+		if in.HCP == nil {
+			problems = append(problems, problem{names.ReasonMissingHostedControlPlane,
+				fmt.Sprintf("No single HostedControlPlane found in namespace %s.", r.Config.Namespace)})
+		} else {
+			hcp := in.HCP
+			cfg.ClusterID = hcp.Spec.InfraID
+			cfg.HA = hcp.Spec.ControllerAvailabilityPolicy == hyperv1.HighlyAvailable
+			cfg.NodeSelector = hcp.Spec.NodeSelector
+			cfg.Tolerations = hcp.Spec.Tolerations
+			cfg.PodLabels = hcp.Spec.Labels
+			if os := hcp.Spec.Platform.OpenStack; os != nil && os.IdentityRef.CloudName != "" {
+				cfg.CloudName = os.IdentityRef.CloudName
+			}
+		}
+	}
+
+	switch {
+	case in.Credentials == nil:
+		problems = append(problems, problem{names.ReasonMissingCredentials,
+			fmt.Sprintf("Secret %s/%s with the OpenStack credentials (key %s) does not exist.", r.Config.Namespace, names.CredentialsSecret, names.KeyCloudsYAML)})
+	case len(in.Credentials.Data[names.KeyCloudsYAML]) == 0:
+		problems = append(problems, problem{names.ReasonMissingCredentials,
+			fmt.Sprintf("Secret %s/%s has no %s key.", r.Config.Namespace, names.CredentialsSecret, names.KeyCloudsYAML)})
+	default:
+		cfg.CloudsYAML = in.Credentials.Data[names.KeyCloudsYAML]
+		if msg := checkCloudsYAML(cfg.CloudsYAML, cfg.CloudName); msg != "" {
+			problems = append(problems, problem{names.ReasonInvalidCredentials,
+				fmt.Sprintf("%s in Secret %s/%s %s", names.KeyCloudsYAML, r.Config.Namespace, names.CredentialsSecret, msg)})
+		}
+	}
+	cfg.CABundle = caBundle(in)
+
+	userINI := ""
+	if in.UserConfig != nil {
+		userINI = in.UserConfig.Data[names.KeyUserConfig]
+		o, err := cloudconfig.ParseTopologyOverride(in.UserConfig.Data[names.KeyEnableTopology])
+		if err != nil {
+			problems = append(problems, problem{names.ReasonInvalidConfig, sentence(err.Error())})
+		}
+		cfg.Override = o
+	}
+	ccIn := cloudconfig.Input{UserConfig: userINI, CloudName: cfg.CloudName, HasCA: cfg.CABundle != ""}
+	if cfg.ControllerConf, err = cloudconfig.Controller(ccIn); err != nil {
+		problems = append(problems, problem{names.ReasonInvalidConfig, sentence(err.Error())})
+	} else if cfg.NodeConf, err = cloudconfig.Node(ccIn); err != nil {
+		problems = append(problems, problem{names.ReasonInvalidConfig, sentence(err.Error())})
+	}
+
+	if in.CloudConf != nil {
+		switch in.CloudConf.Data[names.KeyEnableTopology] {
+		case "true":
+			cfg.LastTopology = ptrTo(true)
+		case "false":
+			cfg.LastTopology = ptrTo(false)
+		}
+	}
+	return cfg, problems
+}
+
+// caBundle returns the OpenStack CA: the credentials Secret's cacert key, where HyperShift puts
+// the CA given at cluster creation, else the ca-bundle.pem key of the cloud ConfigMap (the older
+// place). Neither is an error: many clouds use publicly trusted certificates.
+func caBundle(in *inputs) string {
+	if in.Credentials != nil {
+		if ca := strings.TrimSpace(string(in.Credentials.Data[names.KeyCACert])); ca != "" {
+			return ca + "\n"
+		}
+	}
+	if in.CAConfigMap != nil {
+		if ca := strings.TrimSpace(in.CAConfigMap.Data[names.KeyCABundle]); ca != "" {
+			return ca + "\n"
+		}
+	}
+	return ""
+}
+
+// checkCloudsYAML checks, without contacting OpenStack, that clouds.yaml parses and names the
+// cloud with an auth URL. It returns a message fragment (never quoting the file) or "".
+func checkCloudsYAML(data []byte, cloud string) string {
+	var doc struct {
+		Clouds map[string]struct {
+			Auth struct {
+				AuthURL string `json:"auth_url"`
+			} `json:"auth"`
+		} `json:"clouds"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return "is not valid YAML of the clouds.yaml format."
+	}
+	c, ok := doc.Clouds[cloud]
+	if !ok {
+		return fmt.Sprintf("has no cloud named %q (the HostedControlPlane's identityRef cloudName).", cloud)
+	}
+	if c.Auth.AuthURL == "" {
+		return fmt.Sprintf("has no auth.auth_url for cloud %q.", cloud)
+	}
+	return ""
+}
+
+// sentence makes an error text a condition sentence.
+func sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return s
+	}
+	s = strings.ToUpper(s[:1]) + s[1:]
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// verbosityOf is loglevel.Verbosity for spec.operatorLogLevel.
+func verbosityOf(l operatorv1.LogLevel) (int, error) { return loglevel.Verbosity(l) }

@@ -1,0 +1,147 @@
+// Package controlplane is the management-side manager of a hosted cluster (or, in standalone
+// mode, the controller half of the operator). It owns the CSI controller Deployment, its
+// ServiceAccount, PodDisruptionBudget and metrics Service, and both copies of the cloud-conf
+// ConfigMap; it decides topology from the OpenStack availability zones; it writes its own
+// ClusterCSIDriver conditions in the guest.
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	operatorv1 "github.com/openshift/api/operator/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+)
+
+// Default intervals.
+const (
+	// DefaultTopologyRecheckInterval is how often the availability zones are listed again:
+	// zones change rarely, and this is the only state the operator cannot watch.
+	DefaultTopologyRecheckInterval = 10 * time.Minute
+	// DefaultOpenStackTimeout bounds one topology detection (authentication plus two lists).
+	DefaultOpenStackTimeout = 30 * time.Second
+)
+
+// Config configures the controlplane manager.
+type Config struct {
+	// HyperShift selects the hosted-control-plane flavour; false is standalone OpenShift.
+	HyperShift bool
+	// Namespace is where the controller runs: the HostedControlPlane namespace, or
+	// openshift-cluster-csi-drivers in standalone mode.
+	Namespace string
+	// Images are the controller's operand images.
+	Images images.Controller
+	// LogLevel is the operator's own verbosity, driven by spec.operatorLogLevel.
+	LogLevel *loglevel.Live
+	// TopologyRecheckInterval is how often the availability zones are listed again.
+	TopologyRecheckInterval time.Duration
+	// OpenStackTimeout bounds one topology detection.
+	OpenStackTimeout time.Duration
+	// NewZoneLister builds the OpenStack client; tests and the default use topology.NewClient.
+	NewZoneLister func(context.Context, topology.Config) (topology.ZoneLister, error)
+}
+
+func (c *Config) defaults() {
+	if c.TopologyRecheckInterval <= 0 {
+		c.TopologyRecheckInterval = DefaultTopologyRecheckInterval
+	}
+	if c.OpenStackTimeout <= 0 {
+		c.OpenStackTimeout = DefaultOpenStackTimeout
+	}
+}
+
+// managedSelector selects the objects this operator applies.
+var managedSelector = labels.SelectorFromSet(labels.Set{names.ManagedByLabel: names.ManagedByValue})
+
+// CacheOptions returns the cache options of the controlplane manager's two clusters. The
+// management cache covers the controller namespace only: a management cluster runs hundreds of
+// these managers and none may watch it whole. The guest cache holds the ClusterCSIDriver and the
+// two ConfigMaps this manager reads or writes, selected by name.
+func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
+	mgmt = cache.Options{
+		DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}:          {Label: managedSelector},
+			&corev1.ServiceAccount{}:      {Label: managedSelector},
+			&corev1.Service{}:             {Label: managedSelector},
+			&policyv1.PodDisruptionBudget{}: {Label: managedSelector},
+			// The HostedControlPlane namespace holds many Secrets (etcd and kubeconfig
+			// material among them). Only the credentials are needed, and only to hash and
+			// parse them: keep the data of that one Secret and drop everything else's.
+			&corev1.Secret{}: {Transform: keepSecretData(names.CredentialsSecret)},
+		},
+	}
+	guestConfigMaps := map[string]cache.Config{
+		names.GuestNamespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", names.CloudConfConfigMap)},
+		names.OpenShiftConfigNamespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", names.UserConfigMap)},
+	}
+	guest = cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&operatorv1.ClusterCSIDriver{}: {Field: fields.OneTermEqualSelector("metadata.name", names.ClusterCSIDriverName)},
+			&corev1.ConfigMap{}:            {Namespaces: guestConfigMaps},
+		},
+	}
+	return mgmt, guest
+}
+
+// keepSecretData returns a cache transform that empties the data of every Secret but the named
+// ones.
+func keepSecretData(keep ...string) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		s, ok := obj.(*corev1.Secret)
+		if !ok {
+			return obj, nil
+		}
+		for _, n := range keep {
+			if s.Name == n {
+				return s, nil
+			}
+		}
+		s.Data = nil
+		s.StringData = nil
+		return s, nil
+	}
+}
+
+// Setup adds the controlplane reconciler to mgr. mgmt is the cluster (and cache) of the controller
+// namespace, guest the cluster (and cache) of the ClusterCSIDriver and the guest ConfigMaps; in
+// standalone mode both are the one cluster, seen through the caches CacheOptions describes.
+func Setup(mgr ctrl.Manager, mgmt, guest cluster.Cluster, cfg Config) error {
+	cfg.defaults()
+	r := &Reconciler{
+		Mgmt:      mgmt.GetClient(),
+		Guest:     guest.GetClient(),
+		Config:    cfg,
+		Decoder:   manifests.NewDecoder(mgr.GetScheme()),
+		Recorder:  guest.GetEventRecorder(names.FieldOwnerControlPlane),
+		topology:  newTopologyCache(),
+		hcpNeeded: cfg.HyperShift,
+	}
+	if cfg.NewZoneLister == nil {
+		cfg.NewZoneLister = func(ctx context.Context, c topology.Config) (topology.ZoneLister, error) {
+			return topology.NewClient(ctx, c)
+		}
+	}
+	r.Config = cfg
+	if err := r.SetupWithManager(mgr, mgmt, guest); err != nil {
+		return fmt.Errorf("setting up the controlplane reconciler: %w", err)
+	}
+	return nil
+}
+

@@ -1,0 +1,136 @@
+package controlplane
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+)
+
+// failedDetectionRetry is how soon a failed detection is tried again (capped by the recheck
+// interval): soon enough to pick up a recovered cloud quickly, slow enough not to hammer a
+// struggling Keystone.
+const failedDetectionRetry = time.Minute
+
+// Topology decision sources, reported in logs and conditions.
+const (
+	sourceOverride = "override"
+	sourceDetected = "detected"
+	sourceLastKnown = "last-known"
+	sourceDefault  = "default"
+)
+
+// topologyDecision is what the driver gets as --with-topology, and why.
+type topologyDecision struct {
+	Enabled bool
+	Source  string
+	// Failure is the classified reason the last detection failed, empty when it succeeded or
+	// was not needed.
+	Failure topology.Reason
+	// Zones are the zones the decision was made from, for logs.
+	ComputeZones, VolumeZones []string
+	// RecheckIn is when the zones should be listed again; zero when no detection is needed.
+	RecheckIn time.Duration
+}
+
+// topologyCache remembers the last detection so that reconciles triggered by Kubernetes events do
+// not call OpenStack each time: zones are listed again only when the credentials change or the
+// recheck interval has passed. It is per reconciler, never a package global.
+type topologyCache struct {
+	mu       sync.Mutex
+	key      string
+	checked  time.Time
+	ok       bool
+	enabled  bool
+	failure  topology.Reason
+	compute  []string
+	volume   []string
+}
+
+func newTopologyCache() *topologyCache { return &topologyCache{} }
+
+// detectionInputs are what a detection depends on.
+type detectionInputs struct {
+	CloudsYAML []byte
+	CloudName  string
+	CAPEM      []byte
+	// LastKnown is the decision kept in the live cloud-conf, used when OpenStack cannot be
+	// reached; nil when there is none.
+	LastKnown *bool
+}
+
+// decide returns the topology decision: the user's override when set; otherwise the detected
+// one, listing the zones again only when due. When detection fails the last known decision stays
+// in force (the one in the live cloud-conf, else the last success in this process), and only
+// without any does it fall back to false, the setting under which volumes can be provisioned
+// whatever the zones are.
+func (r *Reconciler) decide(ctx context.Context, override *bool, in detectionInputs) topologyDecision {
+	if override != nil {
+		return topologyDecision{Enabled: *override, Source: sourceOverride}
+	}
+	c := r.topology
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	key := confighash.Data(map[string]string{
+		"clouds.yaml": string(in.CloudsYAML),
+		"cloud":       in.CloudName,
+		"ca":          string(in.CAPEM),
+	}, nil)
+	now := r.now()
+	interval := r.Config.TopologyRecheckInterval
+	retry := min(failedDetectionRetry, interval)
+	due := key != c.key || c.checked.IsZero() ||
+		(c.failure == "" && now.Sub(c.checked) >= interval) ||
+		(c.failure != "" && now.Sub(c.checked) >= retry)
+
+	if due {
+		c.key, c.checked = key, now
+		enabled, compute, volume, failure := r.detect(ctx, in)
+		c.failure = failure
+		if failure == "" {
+			c.ok, c.enabled, c.compute, c.volume = true, enabled, compute, volume
+		}
+	}
+
+	d := topologyDecision{Failure: c.failure, ComputeZones: c.compute, VolumeZones: c.volume}
+	next := interval
+	if c.failure != "" {
+		next = retry
+	}
+	d.RecheckIn = max(c.checked.Add(next).Sub(now), time.Second)
+	switch {
+	case c.failure == "" && c.ok:
+		d.Enabled, d.Source = c.enabled, sourceDetected
+	case in.LastKnown != nil:
+		d.Enabled, d.Source = *in.LastKnown, sourceLastKnown
+	case c.ok:
+		d.Enabled, d.Source = c.enabled, sourceLastKnown
+	default:
+		d.Enabled, d.Source = false, sourceDefault
+	}
+	return d
+}
+
+// detect lists the zones once, within the configured timeout.
+func (r *Reconciler) detect(ctx context.Context, in detectionInputs) (enabled bool, compute, volume []string, failure topology.Reason) {
+	ctx, cancel := context.WithTimeout(ctx, r.Config.OpenStackTimeout)
+	defer cancel()
+	lister, err := r.Config.NewZoneLister(ctx, topology.Config{
+		CloudsYAML: in.CloudsYAML,
+		CloudName:  in.CloudName,
+		CACertPEM:  in.CAPEM,
+		Timeout:    r.Config.OpenStackTimeout,
+		UserAgent:  "cinder-csi-operator",
+	})
+	if err != nil {
+		return false, nil, nil, topology.Classify(err)
+	}
+	d, err := topology.Detect(ctx, lister)
+	if err != nil {
+		return false, nil, nil, topology.Classify(err)
+	}
+	return d.Enabled, d.ComputeZones, d.VolumeZones, ""
+}

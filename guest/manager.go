@@ -1,0 +1,84 @@
+// Package guest is the guest-side manager of a hosted cluster (or, in standalone mode, the node
+// half of the operator). It owns the node plugin DaemonSet and its ServiceAccount and RBAC, the
+// CSIDriver, the default StorageClass and the VolumeSnapshotClass, and writes its own
+// ClusterCSIDriver conditions and status.observedGeneration.
+package guest
+
+import (
+	"fmt"
+
+	operatorv1 "github.com/openshift/api/operator/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+// Config configures the guest manager.
+type Config struct {
+	// HyperShift selects the hosted-cluster flavour; false is standalone OpenShift.
+	HyperShift bool
+	// Images are the node plugin's operand images.
+	Images images.Node
+	// LogLevel is the operator's own verbosity, driven by spec.operatorLogLevel.
+	LogLevel *loglevel.Live
+}
+
+// nodeCloudConfName is the ConfigMap the node plugin mounts: the guest copy on HyperShift, the
+// credential-free node copy in standalone mode (where the controller copy shares the namespace).
+func (c Config) nodeCloudConfName() string {
+	if c.HyperShift {
+		return names.CloudConfConfigMap
+	}
+	return names.CloudConfNodeConfigMap
+}
+
+var managedSelector = labels.SelectorFromSet(labels.Set{names.ManagedByLabel: names.ManagedByValue})
+
+// CacheOptions returns the guest manager's cache options: its namespace, the cluster-scoped kinds
+// it owns selected by label, all StorageClasses (to respect a user's default class), and the
+// ClusterCSIDriver and the VolumeSnapshotClass CRD by name.
+func CacheOptions(cfg Config) cache.Options {
+	return cache.Options{
+		DefaultNamespaces: map[string]cache.Config{names.GuestNamespace: {}},
+		ByObject: map[client.Object]cache.ByObject{
+			&operatorv1.ClusterCSIDriver{}: {Field: fields.OneTermEqualSelector("metadata.name", names.ClusterCSIDriverName)},
+			&corev1.ConfigMap{}:            {Field: fields.OneTermEqualSelector("metadata.name", cfg.nodeCloudConfName())},
+			&appsv1.DaemonSet{}:            {Label: managedSelector},
+			&corev1.ServiceAccount{}:       {Label: managedSelector},
+			&rbacv1.ClusterRole{}:          {Label: managedSelector},
+			&rbacv1.ClusterRoleBinding{}:   {Label: managedSelector},
+			&storagev1.CSIDriver{}:         {Label: managedSelector},
+			&apiextensionsv1.CustomResourceDefinition{}: {
+				Field: fields.OneTermEqualSelector("metadata.name", names.VolumeSnapshotClassCRD),
+			},
+		},
+	}
+}
+
+// Setup adds the guest reconciler to mgr; guest is the cluster (and cache, see CacheOptions) it
+// reconciles: the manager itself on HyperShift, an extra cache on the one cluster in standalone.
+func Setup(mgr ctrl.Manager, guest cluster.Cluster, cfg Config) error {
+	r := &Reconciler{
+		Guest:    guest.GetClient(),
+		Config:   cfg,
+		Decoder:  manifests.NewDecoder(mgr.GetScheme()),
+		Recorder: guest.GetEventRecorder(names.FieldOwnerGuest),
+	}
+	if err := r.SetupWithManager(mgr, guest); err != nil {
+		return fmt.Errorf("setting up the guest reconciler: %w", err)
+	}
+	return nil
+}

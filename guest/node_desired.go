@@ -1,0 +1,142 @@
+package guest
+
+import (
+	"fmt"
+	"strconv"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+// hashCloudConf names the node's cloud-conf hash annotation.
+const hashCloudConf = "configmap-cloud-conf"
+
+// nodeInputs is everything the node DaemonSet is computed from.
+type nodeInputs struct {
+	Images        images.Node
+	Verbosity     int
+	Topology      bool
+	CloudConfName string
+	// CloudConfHash is the hash of the node cloud-conf as it is in the guest.
+	CloudConfHash string
+}
+
+func managed(obj client.Object) {
+	l := obj.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[names.ManagedByLabel] = names.ManagedByValue
+	obj.SetLabels(l)
+}
+
+// desiredStaticObjects returns the node ServiceAccount, its RBAC and the CSIDriver, in apply
+// order (the ClusterRole before the binding that references it).
+func desiredStaticObjects(d *manifests.Decoder) ([]client.Object, error) {
+	var objs []client.Object
+	for _, f := range []string{"node_sa.yaml", "node_rbac.yaml", "csidriver.yaml"} {
+		o, err := d.Operand(f)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, o...)
+	}
+	for _, o := range objs {
+		managed(o)
+	}
+	return objs, nil
+}
+
+// desiredNode returns the node plugin DaemonSet.
+func desiredNode(d *manifests.Decoder, in nodeInputs) (*appsv1.DaemonSet, error) {
+	ds, err := manifests.Object[*appsv1.DaemonSet](d, "node.yaml")
+	if err != nil {
+		return nil, err
+	}
+	managed(ds)
+	pod := &ds.Spec.Template.Spec
+	verbosity := "--v=" + strconv.Itoa(in.Verbosity)
+	byName := map[string]string{
+		"csi-driver":                in.Images.Driver,
+		"csi-node-driver-registrar": in.Images.NodeDriverRegistrar,
+		"csi-liveness-probe":        in.Images.LivenessProbe,
+	}
+	for i := range pod.Containers {
+		c := &pod.Containers[i]
+		image := byName[c.Name]
+		if image == "" {
+			return nil, fmt.Errorf("the image of container %s is not set", c.Name)
+		}
+		c.Image = image
+		if c.Name == "csi-driver" {
+			// The node must report topology exactly when the controller uses it
+			// (OCPBUGS-56128): both read the same decision from cloud-conf.
+			c.Args = append(c.Args, "--with-topology="+strconv.FormatBool(in.Topology))
+		}
+		c.Args = append(c.Args, verbosity)
+		c.ImagePullPolicy = corev1.PullIfNotPresent
+		c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+		if c.SecurityContext == nil {
+			c.SecurityContext = &corev1.SecurityContext{}
+		}
+		c.SecurityContext.ReadOnlyRootFilesystem = ptr.To(true)
+	}
+	for i := range pod.Volumes {
+		if v := &pod.Volumes[i]; v.ConfigMap != nil && v.ConfigMap.Name == names.CloudConfConfigMap {
+			v.ConfigMap.Name = in.CloudConfName
+		}
+	}
+	confighash.Annotate(&ds.Spec.Template, map[string]string{hashCloudConf: in.CloudConfHash})
+	return ds, nil
+}
+
+// desiredStorageClass returns the default StorageClass. isDefault is the default-class annotation
+// value to set: see defaultClassValue.
+func desiredStorageClass(d *manifests.Decoder, isDefault string) (*storagev1.StorageClass, error) {
+	sc, err := manifests.Object[*storagev1.StorageClass](d, "storageclass.yaml")
+	if err != nil {
+		return nil, err
+	}
+	managed(sc)
+	if sc.Annotations == nil {
+		sc.Annotations = map[string]string{}
+	}
+	sc.Annotations[names.DefaultStorageClassAnnotation] = isDefault
+	return sc, nil
+}
+
+// defaultClassValue decides the default-class annotation of standard-csi so that a user's choice
+// stands: an annotation already on the live class is kept as it is (a user who set it to "false"
+// keeps that); a new class becomes the default only when no other class is.
+func defaultClassValue(live *storagev1.StorageClass, all []storagev1.StorageClass) string {
+	if live != nil {
+		if v, ok := live.Annotations[names.DefaultStorageClassAnnotation]; ok {
+			return v
+		}
+	}
+	for _, sc := range all {
+		if sc.Name != names.StorageClass && sc.Annotations[names.DefaultStorageClassAnnotation] == "true" {
+			return "false"
+		}
+	}
+	return "true"
+}
+
+// desiredVolumeSnapshotClass returns the default VolumeSnapshotClass.
+func desiredVolumeSnapshotClass(d *manifests.Decoder) (*snapshotv1.VolumeSnapshotClass, error) {
+	vsc, err := manifests.Object[*snapshotv1.VolumeSnapshotClass](d, "volumesnapshotclass.yaml")
+	if err != nil {
+		return nil, err
+	}
+	managed(vsc)
+	return vsc, nil
+}
