@@ -1,0 +1,150 @@
+// Command run-local is what `make run-local` runs: it starts local clusters from upstream binaries
+// (management and guest in HyperShift mode, one cluster in standalone mode), a fake OpenStack over
+// HTTPS, seeds them as HyperShift (or an OpenShift installation) would, runs the cinder-csi-operator
+// binary against them, prints the ClusterCSIDriver conditions once the driver is available, and
+// keeps everything running until interrupted; then it stops every process it started.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	operatorv1 "github.com/openshift/api/operator/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "run-local:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	mode := flag.String("mode", env.ModeHyperShift, "hypershift (management and guest clusters) or standalone (one cluster)")
+	binary := flag.String("operator", "bin/cinder-csi-operator", "path of the cinder-csi-operator binary")
+	dir := flag.String("dir", ".local", "directory for the clusters' data, kubeconfigs and logs; the mode's subdirectory is replaced on start")
+	workers := flag.Int("workers", 2, "fake worker nodes of the guest cluster")
+	exitWhenAvailable := flag.Bool("exit-when-available", false, "stop everything once the driver is available (for scripted checks)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	root, err := filepath.Abs(filepath.Join(*dir, *mode))
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(root); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	if _, err := os.Stat(*binary); err != nil {
+		return fmt.Errorf("operator binary: %w (run `make build`)", err)
+	}
+
+	start := time.Now()
+	fmt.Printf("Starting %s clusters and a fake OpenStack in %s\n", *mode, root)
+	e, err := env.Start(ctx, env.Options{Mode: *mode, Dir: root, Workers: *workers, Masters: 1,
+		Logf: func(f string, a ...any) { fmt.Printf("  "+f+"\n", a...) }})
+	if err != nil {
+		return err
+	}
+	defer e.Stop()
+	fmt.Printf("Clusters up in %s\n", time.Since(start).Round(100*time.Millisecond))
+	if *mode == env.ModeHyperShift {
+		fmt.Printf("  management kubeconfig: %s (HostedControlPlane namespace %s)\n", e.Mgmt.KubeconfigPath(), e.Namespace)
+		fmt.Printf("  guest kubeconfig:      %s\n", e.Guest.KubeconfigPath())
+	} else {
+		fmt.Printf("  kubeconfig: %s\n", e.Mgmt.KubeconfigPath())
+	}
+	fmt.Printf("  fake OpenStack:        %s\n", e.OpenStack.AuthURL())
+
+	logPath := filepath.Join(root, "operator.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	opStart := time.Now()
+	procs, err := e.StartOperatorProcesses(env.ProcessOptions{Binary: *binary, Output: logFile})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := procs.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the operator:", err)
+		}
+	}()
+	fmt.Printf("Operator started (log: %s)\n", logPath)
+
+	d, err := waitAvailable(ctx, e.GuestClient, 5*time.Minute)
+	if err != nil {
+		return fmt.Errorf("waiting for the driver to become available: %w (see %s)", err, logPath)
+	}
+	fmt.Printf("\nCinder CSI driver available %s after the operator started (%s after run-local started).\n\n",
+		time.Since(opStart).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+	printConditions(d)
+	if *exitWhenAvailable {
+		return nil
+	}
+	fmt.Println("\nRunning until interrupted (Ctrl-C).")
+	<-ctx.Done()
+	fmt.Println("\nStopping.")
+	return nil
+}
+
+// waitAvailable polls the ClusterCSIDriver until the controller and node are Available.
+func waitAvailable(ctx context.Context, c client.Client, timeout time.Duration) (*operatorv1.ClusterCSIDriver, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		d := &operatorv1.ClusterCSIDriver{}
+		if err := c.Get(ctx, client.ObjectKey{Name: names.ClusterCSIDriverName}, d); err == nil &&
+			conditions.IsTrue(d.Status.Conditions, names.ConditionControllerAvailable) &&
+			conditions.IsTrue(d.Status.Conditions, names.ConditionNodeAvailable) {
+			return d, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.New("timed out")
+		case <-t.C:
+		}
+	}
+}
+
+func printConditions(d *operatorv1.ClusterCSIDriver) {
+	conds := slices.Clone(d.Status.Conditions)
+	slices.SortFunc(conds, func(a, b operatorv1.OperatorCondition) int {
+		if a.Type < b.Type {
+			return -1
+		}
+		if a.Type > b.Type {
+			return 1
+		}
+		return 0
+	})
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "ClusterCSIDriver %s\nTYPE\tSTATUS\tREASON\tMESSAGE\n", d.Name)
+	for _, c := range conds {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
+	}
+	_ = w.Flush()
+}

@@ -1,0 +1,213 @@
+// Package env starts the operator's whole local world in one call: a management and a guest
+// cluster from upstream binaries (or, in standalone mode, one cluster), a fake OpenStack over
+// HTTPS, and the objects HyperShift's control-plane-operator and hosted-cluster-config-operator
+// (or, standalone, the installer and cluster-storage-operator) would have written. Integration
+// tests, the e2e suite and `make run-local` all use it.
+package env
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
+)
+
+// Modes.
+const (
+	ModeHyperShift = "hypershift"
+	ModeStandalone = "standalone"
+)
+
+// Defaults of the seeded hosted cluster.
+const (
+	DefaultHostedCluster = "example"
+	DefaultInfraID       = "example-x7k2p"
+	// CloudName is the clouds.yaml entry, as `hypershift create cluster openstack` writes it.
+	CloudName = "openstack"
+)
+
+// Options configure an environment.
+type Options struct {
+	// Mode is ModeHyperShift (two clusters) or ModeStandalone (one).
+	Mode string
+	// Dir keeps the clusters' data, kubeconfigs and logs; empty means a temporary directory
+	// removed on Stop.
+	Dir string
+	// HostedCluster names the hosted cluster; its HCP namespace is clusters-<name>.
+	HostedCluster string
+	// Masters and Workers are fake node counts of the guest (or the one standalone cluster);
+	// the management cluster gets two control-plane nodes.
+	Masters, Workers int
+	// Zones are the OpenStack compute and volume availability zones (default "nova").
+	Zones []string
+	// Audit turns on the API servers' audit logs.
+	Audit bool
+	// HighlyAvailable seeds the HCP's controllerAvailabilityPolicy (or the standalone
+	// Infrastructure's controlPlaneTopology) as HighlyAvailable.
+	HighlyAvailable bool
+	// Logf receives progress lines.
+	Logf func(format string, args ...any)
+}
+
+// Env is a running environment.
+type Env struct {
+	Mode string
+	// Mgmt and Guest are the clusters; the same cluster in standalone mode.
+	Mgmt, Guest *localcluster.Cluster
+	// MgmtClient and GuestClient are admin clients.
+	MgmtClient, GuestClient client.Client
+	// Namespace is where the controller runs: the HCP namespace, or the guest namespace in
+	// standalone mode.
+	Namespace string
+	OpenStack *fakeopenstack.Server
+	// Dir is the environment's directory.
+	Dir     string
+	ownDir  bool
+	options Options
+}
+
+// Start starts an environment: clusters and fake OpenStack concurrently, then the seed objects.
+// On error everything started is stopped again.
+func Start(ctx context.Context, o Options) (_ *Env, err error) {
+	if o.Mode == "" {
+		o.Mode = ModeHyperShift
+	}
+	if o.Mode != ModeHyperShift && o.Mode != ModeStandalone {
+		return nil, fmt.Errorf("unknown mode %q", o.Mode)
+	}
+	if o.HostedCluster == "" {
+		o.HostedCluster = DefaultHostedCluster
+	}
+	if o.Masters == 0 && o.Workers == 0 {
+		o.Masters, o.Workers = 1, 2
+	}
+	if len(o.Zones) == 0 {
+		o.Zones = []string{fakeopenstack.DefaultZone}
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	e := &Env{Mode: o.Mode, Dir: o.Dir, options: o}
+	if e.Dir == "" {
+		if e.Dir, err = os.MkdirTemp("", "cinder-csi-env-"); err != nil {
+			return nil, err
+		}
+		e.ownDir = true
+	}
+	defer func() {
+		if err != nil {
+			e.Stop()
+		}
+	}()
+
+	zones := make([]fakeopenstack.Zone, 0, len(o.Zones))
+	for _, z := range o.Zones {
+		zones = append(zones, fakeopenstack.Zone{Name: z, Available: true})
+	}
+	if e.OpenStack, err = fakeopenstack.New(fakeopenstack.Options{ComputeZones: zones, VolumeZones: zones}); err != nil {
+		return nil, fmt.Errorf("starting the fake OpenStack: %w", err)
+	}
+
+	guestCRDs, err := localcluster.GuestCRDs()
+	if err != nil {
+		return nil, err
+	}
+	guestOpts := localcluster.Options{
+		Name: "guest", WorkDir: e.Dir, Masters: o.Masters, Workers: o.Workers, Zones: o.Zones,
+		CRDs: guestCRDs, Audit: o.Audit, Logf: o.Logf,
+	}
+	if o.Mode == ModeStandalone {
+		guestOpts.Name = "cluster"
+		if e.Guest, err = localcluster.Start(ctx, guestOpts); err != nil {
+			return nil, err
+		}
+		e.Mgmt = e.Guest
+		e.Namespace = GuestNamespace
+	} else {
+		mgmtCRDs, err := localcluster.ManagementCRDs()
+		if err != nil {
+			return nil, err
+		}
+		mgmtOpts := localcluster.Options{
+			Name: "management", WorkDir: e.Dir, Masters: 0, Workers: 2,
+			NodeLabels: map[string]string{"hypershift.openshift.io/control-plane": "true"},
+			CRDs:       mgmtCRDs, Audit: o.Audit, Logf: o.Logf,
+		}
+		if e.Mgmt, e.Guest, err = localcluster.StartPair(ctx, mgmtOpts, guestOpts); err != nil {
+			return nil, err
+		}
+		e.Namespace = "clusters-" + o.HostedCluster
+	}
+
+	scheme, err := clusters.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	if e.MgmtClient, err = client.New(e.Mgmt.RESTConfig(), client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	if e.GuestClient, err = client.New(e.Guest.RESTConfig(), client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	seedCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := e.seed(seedCtx); err != nil {
+		return nil, fmt.Errorf("seeding the clusters: %w", err)
+	}
+	return e, nil
+}
+
+// StartForTest starts an environment for a test and stops it when the test ends.
+func StartForTest(t testing.TB, o Options) *Env {
+	t.Helper()
+	if o.Logf == nil {
+		o.Logf = t.Logf
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	e, err := Start(ctx, o)
+	if err != nil {
+		t.Fatalf("starting the environment: %v", err)
+	}
+	t.Cleanup(e.Stop)
+	t.Logf("Environment (%s) up in %s", o.Mode, time.Since(start).Round(100*time.Millisecond))
+	return e
+}
+
+// Stop stops the clusters and the fake OpenStack; it is safe to call more than once.
+func (e *Env) Stop() {
+	var errs []error
+	if e.Guest != nil {
+		errs = append(errs, e.Guest.Stop())
+	}
+	if e.Mgmt != nil && e.Mgmt != e.Guest {
+		errs = append(errs, e.Mgmt.Stop())
+	}
+	if e.OpenStack != nil {
+		e.OpenStack.Close()
+	}
+	if e.ownDir {
+		errs = append(errs, os.RemoveAll(e.Dir))
+	}
+	if err := errors.Join(errs...); err != nil && e.options.Logf != nil {
+		e.options.Logf("Stopping the environment: %v", err)
+	}
+}
+
+// MgmtConfig and GuestConfig return admin REST configurations.
+func (e *Env) MgmtConfig() *rest.Config  { return e.Mgmt.RESTConfig() }
+func (e *Env) GuestConfig() *rest.Config { return e.Guest.RESTConfig() }
+
+// Path returns a path inside the environment's directory.
+func (e *Env) Path(elem ...string) string { return filepath.Join(append([]string{e.Dir}, elem...)...) }

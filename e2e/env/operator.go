@@ -1,0 +1,251 @@
+package env
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
+)
+
+// LocalImages are the operand images of local runs. Nothing pulls them (kwok only pretends to
+// run pods), so they name no registry.
+var LocalImages = map[string]string{
+	images.EnvDriver:              "cinder-csi-plugin:local",
+	images.EnvProvisioner:         "csi-provisioner:local",
+	images.EnvAttacher:            "csi-attacher:local",
+	images.EnvResizer:             "csi-resizer:local",
+	images.EnvSnapshotter:         "csi-snapshotter:local",
+	images.EnvNodeDriverRegistrar: "csi-node-driver-registrar:local",
+	images.EnvLivenessProbe:       "csi-livenessprobe:local",
+	images.EnvKubeRBACProxy:       "kube-rbac-proxy:local",
+}
+
+// LookupLocalImage looks up LocalImages like os.LookupEnv.
+func LookupLocalImage(name string) (string, bool) {
+	v, ok := LocalImages[name]
+	return v, ok
+}
+
+// OperatorOptions tune an in-process operator.
+type OperatorOptions struct {
+	// TopologyRecheckInterval and OpenStackTimeout shorten the defaults for tests.
+	TopologyRecheckInterval time.Duration
+	OpenStackTimeout        time.Duration
+	// LeaderElection turns on leader election with OpenShift's timings.
+	LeaderElection bool
+	// LogOutput, when set, also receives every line the managers log (besides stderr), so that
+	// tests can assert on the operator's log, for example that no secret value is ever in it.
+	// It must be safe for concurrent writes.
+	LogOutput io.Writer
+}
+
+// Operator is an operator running in this process: in HyperShift mode the controlplane and guest
+// managers, in standalone mode the one.
+type Operator struct {
+	// Requests record every API request of each manager, by manager name.
+	Requests map[string]*RequestLog
+	// Reconciles count the finished reconciles of this operator's controllers, by controller
+	// name (controller-runtime's metrics add up every operator in the process).
+	Reconciles *ReconcileCounter
+	cancel     context.CancelFunc
+	done       chan error
+	running    int
+	// exited counts managers that returned from Start.
+	exited atomic.Int32
+}
+
+// RunOperator starts the operator against the environment in this process, the same managers
+// the command builds. Stop (or the test's end) stops it.
+func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
+	ctrlImages, err := images.ControllerImages(LookupLocalImage, e.Mode == ModeHyperShift)
+	if err != nil {
+		return nil, err
+	}
+	nodeImages, err := images.NodeImages(LookupLocalImage)
+	if err != nil {
+		return nil, err
+	}
+	zapOpts := []zap.Opts{zap.UseDevMode(true), zap.Level(loglevel.NewLive(2).Level())}
+	if o.LogOutput != nil {
+		zapOpts = append(zapOpts, zap.WriteTo(io.MultiWriter(os.Stderr, o.LogOutput)))
+	}
+	reconciles := &ReconcileCounter{}
+	logger := reconciles.Wrap(zap.New(zapOpts...))
+	ctrl.SetLogger(logger)
+
+	op := &Operator{Requests: map[string]*RequestLog{}, Reconciles: reconciles, done: make(chan error, 3)}
+	counted := func(name string, cfg *rest.Config) *rest.Config {
+		log := op.Requests[name]
+		if log == nil {
+			log = &RequestLog{}
+			op.Requests[name] = log
+		}
+		return log.Wrap(cfg, name)
+	}
+	common := func() operator.Common {
+		return operator.Common{
+			Logger:                       logger,
+			LogLevel:                     loglevel.NewLive(2),
+			LeaderElection:               o.LeaderElection,
+			LeaderElectionNamespace:      e.Namespace,
+			MetricsBindAddress:           "0",
+			HealthProbeBindAddress:       "0",
+			SkipControllerNameValidation: true,
+		}
+	}
+
+	var managers []*clusters.Manager
+	if e.Mode == ModeHyperShift {
+		cp := operator.ControlPlane{Common: common(), Mgmt: counted("controlplane", e.MgmtConfig()), Guest: counted("controlplane", e.GuestConfig())}
+		cp.LeaderConfig = cp.Mgmt
+		cp.Config.Namespace, cp.Config.Images = e.Namespace, ctrlImages
+		cp.Config.TopologyRecheckInterval, cp.Config.OpenStackTimeout = o.TopologyRecheckInterval, o.OpenStackTimeout
+		m, err := operator.NewControlPlane(cp)
+		if err != nil {
+			return nil, err
+		}
+		g := operator.Guest{Common: common(), Guest: counted("guest", e.GuestConfig())}
+		g.LeaderConfig = counted("guest", e.MgmtConfig())
+		g.Config.Images = nodeImages
+		gm, err := operator.NewGuest(g)
+		if err != nil {
+			return nil, err
+		}
+		managers = append(managers, m, gm)
+	} else {
+		s := operator.Standalone{Common: common(), Cluster: counted("standalone", e.MgmtConfig())}
+		s.ControlPlane.Namespace, s.ControlPlane.Images, s.Guest.Images = e.Namespace, ctrlImages, nodeImages
+		s.ControlPlane.TopologyRecheckInterval, s.ControlPlane.OpenStackTimeout = o.TopologyRecheckInterval, o.OpenStackTimeout
+		m, err := operator.NewStandalone(s)
+		if err != nil {
+			return nil, err
+		}
+		managers = append(managers, m)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	op.cancel = cancel
+	for _, m := range managers {
+		op.running++
+		go func() {
+			err := m.Start(ctx)
+			op.exited.Add(1)
+			op.done <- err
+		}()
+	}
+	return op, nil
+}
+
+// RunOperatorForTest runs the operator for the rest of the test.
+func (e *Env) RunOperatorForTest(t testing.TB, o OperatorOptions) *Operator {
+	t.Helper()
+	op, err := e.RunOperator(o)
+	if err != nil {
+		t.Fatalf("starting the operator: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := op.Stop(); err != nil {
+			t.Errorf("stopping the operator: %v", err)
+		}
+	})
+	return op
+}
+
+// Running reports whether every manager is still running. A manager returns from Start before
+// Stop only when it crashed or gave up, which no input may cause.
+func (op *Operator) Running() bool { return op.exited.Load() == 0 }
+
+// Stop stops the managers and waits for them.
+func (op *Operator) Stop() error {
+	if op.cancel == nil {
+		return nil
+	}
+	op.cancel()
+	op.cancel = nil
+	var errs []error
+	for range op.running {
+		select {
+		case err := <-op.done:
+			errs = append(errs, err)
+		case <-time.After(time.Minute):
+			errs = append(errs, errors.New("a manager did not stop within a minute"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Request is one recorded API request.
+type Request struct {
+	Time time.Time
+	// Host is the API server's host:port, telling the management and guest clusters apart.
+	Host   string
+	Method string
+	Path   string
+	// Query is the raw query (label and field selectors, watch, resourceVersion).
+	Query string
+	Watch bool
+}
+
+// Mutating reports whether the request changes state.
+func (r Request) Mutating() bool {
+	return r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch || r.Method == http.MethodDelete
+}
+
+// Lease reports whether the request is about a coordination Lease (leader election).
+func (r Request) Lease() bool { return strings.Contains(r.Path, "/apis/coordination.k8s.io/") }
+
+// RequestLog records the API requests a client sends.
+type RequestLog struct {
+	mu       sync.Mutex
+	requests []Request
+}
+
+// Wrap returns a copy of cfg whose requests are recorded.
+func (l *RequestLog) Wrap(cfg *rest.Config, userAgent string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "cinder-csi-operator-" + userAgent
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			l.mu.Lock()
+			l.requests = append(l.requests, Request{
+				Time: time.Now(), Host: req.URL.Host, Method: req.Method, Path: req.URL.Path,
+				Query: req.URL.RawQuery, Watch: req.URL.Query().Get("watch") == "true",
+			})
+			l.mu.Unlock()
+			return rt.RoundTrip(req)
+		})
+	})
+	return cfg
+}
+
+// Since returns the requests sent at or after t.
+func (l *RequestLog) Since(t time.Time) []Request {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Request
+	for _, r := range l.requests {
+		if !r.Time.Before(t) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Builds the upstream binaries the local clusters run (kube-apiserver, kube-controller-manager,
+# kube-scheduler, etcd, kwok) from the Go module proxy into a version-keyed directory, and only
+# when they are missing. No container image or release download is needed.
+#
+# Usage: build-upstream.sh kube|etcd|kwok <version> <output dir>
+set -euo pipefail
+
+what=$1 version=$2 out=$3
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# Some upstream modules are not in the checksum database; their hashes are recorded in the
+# throwaway module's go.sum instead.
+export GONOSUMDB="k8s.io,go.etcd.io,sigs.k8s.io/kwok"
+export GOFLAGS=-mod=mod
+export CGO_ENABLED=0
+
+case "$what" in
+kube)
+  names="kube-apiserver kube-controller-manager kube-scheduler"
+  done=1
+  for n in $names; do [ -x "$out/$n" ] || done=0; done
+  [ $done = 1 ] && exit 0
+  staging="api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
+    cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api
+    cri-client csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms
+    kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics
+    mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller"
+  # k8s.io/kubernetes pins its staging repositories to v0.0.0 with local replace directives, so
+  # every one of them is replaced by the published module of the matching minor release.
+  staging_version="v0.${version#v1.}"
+  {
+    echo "module localbuild"
+    echo "go 1.26"
+    echo "require k8s.io/kubernetes $version"
+    for s in $staging; do echo "replace k8s.io/$s => k8s.io/$s $staging_version"; done
+  } >"$work/go.mod"
+  cat >"$work/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)
+GO
+  (cd "$work" && go mod tidy -e >/dev/null 2>&1 || true; cd "$work" && go mod tidy)
+  for n in $names; do
+    echo "building $n $version"
+    (cd "$work" && go build -trimpath -ldflags="-s -w" -o "$out/$n" "k8s.io/kubernetes/cmd/$n")
+  done
+  ;;
+etcd)
+  [ -x "$out/etcd" ] && exit 0
+  printf 'module localbuild\ngo 1.26\nrequire go.etcd.io/etcd/server/v3 %s\n' "$version" >"$work/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' >"$work/tools.go"
+  (cd "$work" && go mod tidy)
+  echo "building etcd $version"
+  (cd "$work" && go build -trimpath -ldflags="-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3)
+  ;;
+kwok)
+  [ -x "$out/kwok" ] && [ -f "$out/stages.yaml" ] && exit 0
+  echo "building kwok $version"
+  GOBIN="$out" go install -trimpath -ldflags="-s -w" "sigs.k8s.io/kwok/cmd/kwok@$version"
+  # kwok refuses to start without stage definitions; the module ships the "fast" ones, which make
+  # nodes Ready and pods Running/Ready at once.
+  dir=$(cd "$work" && printf 'module localbuild\ngo 1.26\n' >go.mod && go mod download -json "sigs.k8s.io/kwok@$version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  : >"$out/stages.yaml.tmp"
+  for f in "$dir"/kustomize/stage/node/fast/*.yaml "$dir"/kustomize/stage/node/heartbeat/*.yaml "$dir"/kustomize/stage/pod/fast/*.yaml; do
+    case "$f" in */kustomization.yaml) continue ;; esac
+    { echo "---"; cat "$f"; } >>"$out/stages.yaml.tmp"
+  done
+  mv "$out/stages.yaml.tmp" "$out/stages.yaml"
+  ;;
+*)
+  echo "unknown component $what" >&2
+  exit 2
+  ;;
+esac

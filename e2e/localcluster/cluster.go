@@ -1,0 +1,598 @@
+package localcluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+)
+
+// Options describe one local cluster. The zero value plus a Name is a usable cluster with no
+// nodes.
+type Options struct {
+	// Name identifies the cluster in directory names, node names, the kubeconfig context and log
+	// lines, for example "management" or "guest". It must be a DNS-1123 label; default "local".
+	Name string
+	// WorkDir is the parent directory of the cluster's directory (<WorkDir>/<Name>, holding data,
+	// certificates, kubeconfigs and logs). When empty a temporary directory is created and Stop
+	// removes it; a given WorkDir is kept after Stop so its logs can be read.
+	WorkDir string
+	// Masters and Workers are the numbers of kwok nodes. Masters carry the master and
+	// control-plane role labels and the master NoSchedule taint, as on OpenShift.
+	Masters, Workers int
+	// Zones, when not empty, are assigned round-robin to the nodes as topology.kubernetes.io/zone.
+	Zones []string
+	// NodeLabels are extra labels for every node, for example
+	// hypershift.openshift.io/control-plane=true on a management cluster.
+	NodeLabels map[string]string
+	// CRDs are CustomResourceDefinition YAML files installed, and Established, before Start
+	// returns.
+	CRDs []string
+	// Audit turns on the API server's audit log at AuditLogPath.
+	Audit bool
+	// ControlPlaneOnly starts only etcd and kube-apiserver: no controller-manager, scheduler or
+	// kwok, so nothing reconciles workloads and nodes never become Ready. Integration tests that
+	// only need API semantics start faster and use less memory this way.
+	ControlPlaneOnly bool
+	// Logf, when set, receives progress lines (StartForTest sets it to t.Logf).
+	Logf func(format string, args ...any)
+}
+
+// Cluster is a running local cluster. Its methods are safe for concurrent use.
+type Cluster struct {
+	name       string
+	dir        string
+	ownsDir    bool
+	kubeconfig string
+	auditLog   string
+	restConfig *rest.Config
+	ports      []int
+	logf       func(format string, args ...any)
+
+	mu    sync.Mutex
+	procs []*process
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Cluster layout constants. Both clusters of a pair use the same ranges: they are separate API
+// servers and nothing routes between them.
+const (
+	serviceCIDR         = "10.96.0.0/12"
+	kubernetesServiceIP = "10.96.0.1"
+	podCIDR             = "10.244.0.0/16"
+	fakeNodeIP          = "10.0.0.1"
+
+	// startTimeout bounds a whole start, including retries after a port conflict.
+	startTimeout = 3 * time.Minute
+	// portAttempts is how often Start picks new ports after a bind conflict.
+	portAttempts = 3
+	// markerFile marks a directory as created by this package, so that a restart may wipe it.
+	markerFile = ".localcluster"
+	// pollInterval is how often start-up conditions are checked.
+	pollInterval = 100 * time.Millisecond
+)
+
+// Start starts a cluster and returns once its API server is ready, its nodes exist (and, unless
+// ControlPlaneOnly, are Ready), the default priority class and the requested CRDs are installed.
+// On error nothing is left running. A port taken between choosing and binding it is retried with
+// fresh ports.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if opts.Name == "" {
+		opts.Name = "local"
+	}
+	if errs := validation.IsDNS1123Label(opts.Name); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid cluster name %q: %v", opts.Name, errs)
+	}
+	if opts.Masters < 0 || opts.Workers < 0 {
+		return nil, fmt.Errorf("invalid node counts %d masters, %d workers", opts.Masters, opts.Workers)
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	bins, err := findBinaries(opts.ControlPlaneOnly)
+	if err != nil {
+		return nil, err
+	}
+	removeStaleTempDirs()
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		c, err := start(ctx, opts, bins)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, errPortConflict) || attempt == portAttempts || ctx.Err() != nil {
+			return nil, fmt.Errorf("starting cluster %s: %w", opts.Name, err)
+		}
+		opts.Logf("Cluster %s: a port was taken before it could be bound, retrying with new ports", opts.Name)
+	}
+}
+
+// StartPair starts two clusters concurrently, typically a HyperShift management cluster and a
+// guest cluster. If either fails, the other is stopped and both errors are returned.
+func StartPair(ctx context.Context, mgmt, guest Options) (*Cluster, *Cluster, error) {
+	if mgmt.Name == guest.Name && mgmt.WorkDir == guest.WorkDir && mgmt.WorkDir != "" {
+		return nil, nil, fmt.Errorf("both clusters would use %s", filepath.Join(mgmt.WorkDir, mgmt.Name))
+	}
+	// Checked once up front so that missing binaries give one error rather than two.
+	if _, err := findBinaries(mgmt.ControlPlaneOnly && guest.ControlPlaneOnly); err != nil {
+		return nil, nil, err
+	}
+	var (
+		wg                 sync.WaitGroup
+		m, g               *Cluster
+		mgmtErr, guestErr  error
+		startCtx, cancelFn = context.WithCancel(ctx)
+	)
+	defer cancelFn()
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if m, mgmtErr = Start(startCtx, mgmt); mgmtErr != nil {
+			cancelFn() // the pair is useless without both; stop waiting for the other one
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if g, guestErr = Start(startCtx, guest); guestErr != nil {
+			cancelFn()
+		}
+	}()
+	wg.Wait()
+	if mgmtErr == nil && guestErr == nil {
+		return m, g, nil
+	}
+	var errs []error
+	for _, c := range []*Cluster{m, g} {
+		if c != nil {
+			errs = append(errs, c.Stop())
+		}
+	}
+	// The error of the cluster that failed first explains the failure; the other one was merely
+	// cancelled, so it goes last.
+	if errors.Is(mgmtErr, context.Canceled) {
+		errs = append([]error{guestErr, mgmtErr}, errs...)
+	} else {
+		errs = append([]error{mgmtErr, guestErr}, errs...)
+	}
+	return nil, nil, errors.Join(errs...)
+}
+
+// Stop ends every process of the cluster (SIGTERM, then SIGKILL after a few seconds), waits
+// until they are reaped, releases the ports and removes the working directory if Start created
+// it. It is safe to call more than once; later calls return the first call's result.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() {
+		start := time.Now()
+		c.mu.Lock()
+		procs := c.procs
+		c.mu.Unlock()
+		// Clients go first, then the API server, then etcd: an API server whose etcd is gone
+		// spends the whole grace period trying to remove its lease, while in this order the
+		// whole cluster stops in about a second. Processes of one tier stop in parallel.
+		for tier := len(stopTiers); tier >= 0; tier-- {
+			var wg sync.WaitGroup
+			for _, p := range procs {
+				if stopTier(p.name) != tier {
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p.stop()
+				}()
+			}
+			wg.Wait()
+		}
+		releasePorts(c.ports)
+		if c.ownsDir {
+			if err := os.RemoveAll(c.dir); err != nil {
+				c.stopErr = fmt.Errorf("removing %s: %w", c.dir, err)
+			}
+		}
+		c.logf("Cluster %s stopped in %s", c.name, time.Since(start).Round(time.Millisecond))
+	})
+	return c.stopErr
+}
+
+// KubeconfigPath returns the path of the admin kubeconfig (a token user in system:masters).
+func (c *Cluster) KubeconfigPath() string { return c.kubeconfig }
+
+// RESTConfig returns a copy of the admin client configuration. Client-side rate limits are
+// raised because tests create objects in bursts and throttling would only slow them down.
+func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.restConfig) }
+
+// AuditLogPath returns the path of the API server's audit log, or "" when Audit was not set.
+// Every request is recorded at Metadata level (user, impersonated user, user agent, verb,
+// resource, namespace, name) except events and leases written by the controller-manager,
+// scheduler and kwok.
+func (c *Cluster) AuditLogPath() string { return c.auditLog }
+
+// Name returns the cluster's name.
+func (c *Cluster) Name() string { return c.name }
+
+// Dir returns the cluster's directory, which holds logs/<component>.log.
+func (c *Cluster) Dir() string { return c.dir }
+
+// stopTiers lists the components others depend on, in start order; every other component is
+// in the last tier and stops first.
+var stopTiers = []string{"etcd", "kube-apiserver"}
+
+// stopTier returns the shutdown tier of a component: higher tiers stop earlier.
+func stopTier(name string) int {
+	for i, n := range stopTiers {
+		if n == name {
+			return i
+		}
+	}
+	return len(stopTiers)
+}
+
+// addProcess records a started process so that Stop ends it.
+func (c *Cluster) addProcess(p *process) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.procs = append(c.procs, p)
+}
+
+// processes returns the processes started so far.
+func (c *Cluster) processes() []*process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*process(nil), c.procs...)
+}
+
+// checkAlive returns an error quoting the log of the first process that has exited. During start
+// every component is expected to keep running.
+func (c *Cluster) checkAlive() error {
+	for _, p := range c.processes() {
+		if p.exited() {
+			return p.exitError()
+		}
+	}
+	return nil
+}
+
+// start makes one attempt at starting the cluster; on error it stops what it started.
+func start(ctx context.Context, opts Options, bins binaries) (_ *Cluster, err error) {
+	begin := time.Now()
+	c := &Cluster{name: opts.Name, logf: opts.Logf}
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+		}
+	}()
+	if err := c.prepareDir(opts.WorkDir); err != nil {
+		return nil, err
+	}
+	dirs := map[string]string{}
+	for _, d := range []string{"pki", "etcd", "logs", "kubeconfigs", "kwok-home"} {
+		dirs[d] = filepath.Join(c.dir, d)
+		if err := os.MkdirAll(dirs[d], 0o700); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", dirs[d], err)
+		}
+	}
+	certs, err := writePKI(dirs["pki"])
+	if err != nil {
+		return nil, err
+	}
+	ids, err := newIdentities()
+	if err != nil {
+		return nil, err
+	}
+	tokenFile := filepath.Join(dirs["pki"], "tokens.csv")
+	if err := writeTokenFile(tokenFile, ids); err != nil {
+		return nil, err
+	}
+	c.ports, err = reservePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdClient, etcdPeer, apiPort := c.ports[0], c.ports[1], c.ports[2]
+	server := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	kubeconfigs := map[string]string{}
+	for user, id := range ids {
+		kubeconfigs[user] = filepath.Join(dirs["kubeconfigs"], sanitize(user)+".kubeconfig")
+		if err := writeKubeconfig(kubeconfigs[user], opts.Name, server, certs.caPEM, id); err != nil {
+			return nil, err
+		}
+	}
+	c.kubeconfig = filepath.Join(c.dir, "kubeconfig")
+	if err := writeKubeconfig(c.kubeconfig, opts.Name, server, certs.caPEM, ids[adminUser]); err != nil {
+		return nil, err
+	}
+	c.restConfig = &rest.Config{
+		Host:            server,
+		BearerToken:     ids[adminUser].token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: certs.caPEM},
+		QPS:             200,
+		Burst:           400,
+	}
+
+	// etcd and the API server start together: the API server retries its etcd connection, and
+	// starting them back to back saves the time etcd needs to come up.
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
+	if err := c.run("etcd", bins.etcd, nil,
+		"--name=default",
+		"--data-dir="+dirs["etcd"],
+		"--listen-client-urls="+etcdURL,
+		"--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL,
+		"--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL,
+		// A throwaway cluster does not need durability; fsync dominates write latency on
+		// slow CI disks.
+		"--unsafe-no-fsync=true",
+		"--log-level=warn",
+	); err != nil {
+		return nil, err
+	}
+	apiArgs := []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--cert-dir=" + dirs["pki"],
+		"--tls-cert-file=" + certs.servingCert,
+		"--tls-private-key-file=" + certs.servingKey,
+		"--client-ca-file=" + certs.caCert,
+		"--token-auth-file=" + tokenFile,
+		"--authorization-mode=Node,RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + certs.saPub,
+		"--service-account-signing-key-file=" + certs.saKey,
+		"--service-cluster-ip-range=" + serviceCIDR,
+		"--allow-privileged=true",
+		"--profiling=false",
+		"--v=1",
+	}
+	if opts.Audit {
+		policy := filepath.Join(dirs["pki"], "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+			return nil, fmt.Errorf("writing audit policy: %w", err)
+		}
+		c.auditLog = filepath.Join(c.dir, "logs", "audit.log")
+		apiArgs = append(apiArgs, "--audit-policy-file="+policy, "--audit-log-path="+c.auditLog,
+			// Blocking mode writes each event before the response is sent, so a test can read
+			// the log right after its request.
+			"--audit-log-mode=blocking", "--audit-log-maxbackup=1")
+	}
+	if err := c.run("kube-apiserver", bins.apiserver, nil, apiArgs...); err != nil {
+		return nil, err
+	}
+	if err := c.waitAPIServer(ctx, server, certs.caPEM, ids[adminUser].token); err != nil {
+		return nil, err
+	}
+	opts.Logf("Cluster %s: API server ready at %s after %s", opts.Name, server, time.Since(begin).Round(time.Millisecond))
+
+	if !opts.ControlPlaneOnly {
+		if err := c.run("kube-controller-manager", bins.controllerManager, nil,
+			"--kubeconfig="+kubeconfigs[controllerManagerUser],
+			"--service-account-private-key-file="+certs.saKey,
+			"--root-ca-file="+certs.caCert,
+			// nodeipam would need a cluster CIDR; kwok assigns pod IPs itself.
+			"--controllers=*,-nodeipam",
+			"--leader-elect=false",
+			"--secure-port=0",
+			"--use-service-account-credentials=false",
+			"--cluster-name="+opts.Name,
+			"--v=1",
+		); err != nil {
+			return nil, err
+		}
+		if err := c.run("kube-scheduler", bins.scheduler, nil,
+			"--kubeconfig="+kubeconfigs[schedulerUser],
+			"--leader-elect=false",
+			"--secure-port=0",
+			"--v=1",
+		); err != nil {
+			return nil, err
+		}
+		// kwok also reads ~/.kwok/kwok.yaml when it exists; a private HOME keeps a developer's
+		// own kwok configuration out of the cluster. Without --server-address and --node-port
+		// kwok opens no port.
+		if err := c.run("kwok", bins.kwok, []string{"HOME=" + dirs["kwok-home"]},
+			"--kubeconfig="+kubeconfigs[kwokUser],
+			"--config="+bins.kwokStages,
+			"--manage-all-nodes=true",
+			"--node-ip="+fakeNodeIP,
+			"--cidr="+podCIDR,
+		); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.bootstrap(ctx, opts); err != nil {
+		return nil, err
+	}
+	opts.Logf("Cluster %s: started in %s (kubeconfig %s)", opts.Name, time.Since(begin).Round(time.Millisecond), c.kubeconfig)
+	return c, nil
+}
+
+// prepareDir creates the cluster directory. A directory left by an earlier run (it has the
+// marker file) is wiped so that stale etcd data never leaks into a new cluster; any other
+// non-empty directory is refused rather than deleted.
+func (c *Cluster) prepareDir(workDir string) error {
+	if workDir == "" {
+		dir, err := os.MkdirTemp("", "localcluster-"+c.name+"-")
+		if err != nil {
+			return fmt.Errorf("creating temporary directory: %w", err)
+		}
+		c.dir, c.ownsDir = dir, true
+		// The owner's pid lets a later Start remove this directory if this process is killed
+		// before Stop runs (see removeStaleTempDirs).
+		if err := os.WriteFile(filepath.Join(dir, markerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			return fmt.Errorf("marking %s: %w", dir, err)
+		}
+		return nil
+	}
+	abs, err := filepath.Abs(filepath.Join(workDir, c.name))
+	if err != nil {
+		return fmt.Errorf("resolving work directory: %w", err)
+	}
+	c.dir = abs
+	if entries, err := os.ReadDir(abs); err == nil && len(entries) > 0 {
+		if _, err := os.Stat(filepath.Join(abs, markerFile)); err != nil {
+			return fmt.Errorf("%s is not empty and was not created by localcluster; refusing to wipe it", abs)
+		}
+		if err := os.RemoveAll(abs); err != nil {
+			return fmt.Errorf("wiping %s: %w", abs, err)
+		}
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", abs, err)
+	}
+	if err := os.WriteFile(filepath.Join(abs, markerFile), nil, 0o644); err != nil {
+		return fmt.Errorf("marking %s: %w", abs, err)
+	}
+	return nil
+}
+
+// removeStaleTempDirs removes temporary cluster directories whose owning process is gone. A
+// SIGKILLed test binary cannot run Stop; its children die with it (Pdeathsig) but its directory,
+// with etcd data, would otherwise pile up in the temporary directory run after run. Directories
+// without a marker are skipped: their owner may be between creating and marking them.
+func removeStaleTempDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "localcluster-*"))
+	for _, dir := range dirs {
+		data, err := os.ReadFile(filepath.Join(dir, markerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(string(data))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			_ = os.RemoveAll(dir)
+		}
+	}
+}
+
+// run starts a component and records it. The start is logged so the log file can be found.
+func (c *Cluster) run(name, bin string, env []string, args ...string) error {
+	p, err := startProcess(name, bin, args, env, filepath.Join(c.dir, "logs"))
+	if err != nil {
+		return err
+	}
+	c.addProcess(p)
+	c.logf("Cluster %s: started %s (pid %d, log %s)", c.name, name, p.pid(), p.logPath)
+	return nil
+}
+
+// waitAPIServer polls /readyz with the admin token until it answers 200, a component exits or
+// the context ends. /readyz includes the etcd check and the RBAC bootstrap, so once it passes
+// the bootstrap roles and priority classes exist.
+func (c *Cluster) waitAPIServer(ctx context.Context, server string, caPEM []byte, token string) error {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	client := &http.Client{
+		Timeout:   2 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+	}
+	defer client.CloseIdleConnections()
+	lastErr := errors.New("no answer yet")
+	return c.poll(ctx, "the API server to become ready", func() (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/readyz", nil)
+		if err != nil {
+			return false, fmt.Errorf("building readyz request: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		lastErr = fmt.Errorf("readyz answered %s", resp.Status)
+		return resp.StatusCode == http.StatusOK, nil
+	}, func() error { return lastErr })
+}
+
+// poll calls cond every pollInterval until it returns true or an error, a component exits, or
+// the context ends; then the error names what was awaited and, through last, why it did not
+// happen.
+func (c *Cluster) poll(ctx context.Context, what string, cond func() (bool, error), last func() error) error {
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	for {
+		if err := c.checkAlive(); err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w (last: %w)", what, ctx.Err(), last())
+		case <-ticker.C:
+		}
+	}
+}
+
+// reservedPorts are ports handed out to clusters of this process and not yet released, so that
+// concurrent starts (StartPair) never pick the same port twice.
+var (
+	reservedMu    sync.Mutex
+	reservedPorts = map[int]bool{}
+)
+
+// reservePorts picks n free loopback ports by binding port 0 and closing the listener. Another
+// process may still grab one before the component binds it; Start retries in that case.
+func reservePorts(n int) ([]int, error) {
+	reservedMu.Lock()
+	defer reservedMu.Unlock()
+	var ports []int
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("choosing a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if reservedPorts[port] {
+			continue
+		}
+		reservedPorts[port] = true
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+// releasePorts makes ports available to later clusters.
+func releasePorts(ports []int) {
+	reservedMu.Lock()
+	defer reservedMu.Unlock()
+	for _, p := range ports {
+		delete(reservedPorts, p)
+	}
+}
+
+// sanitize turns a user name into a file name.
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		if ch == ':' || ch == '/' {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}

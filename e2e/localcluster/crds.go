@@ -1,0 +1,126 @@
+package localcluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Modules and in-module paths of the CRDs the operator's clusters need. The YAML comes from the
+// same module versions the operator compiles against, so schema and Go types cannot drift apart.
+const (
+	openshiftAPIModule    = "github.com/openshift/api"
+	hypershiftAPIModule   = "github.com/openshift/hypershift/api"
+	snapshotClientModule  = "github.com/kubernetes-csi/external-snapshotter/client/v8"
+	clusterCSIDriverCRD   = "operator/v1/zz_generated.crd-manifests/0000_50_csi-driver_01_clustercsidrivers-Default.crd.yaml"
+	infrastructureCRD     = "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_infrastructures-Default.crd.yaml"
+	proxyCRD              = "config/v1/zz_generated.crd-manifests/0000_03_config-operator_01_proxies.crd.yaml"
+	volumeSnapshotClassCR = "config/crd/snapshot.storage.k8s.io_volumesnapshotclasses.yaml"
+	// hostedControlPlaneCRD is the OpenStack feature-gated variant: only it has
+	// spec.platform.openstack, which the operator reads.
+	hostedControlPlaneCRD = "hypershift/v1beta1/zz_generated.featuregated-crd-manifests/hostedcontrolplanes.hypershift.openshift.io/OpenStack.yaml"
+	// serviceMonitorCRD is relative to the module root; see the file for why it is hand-written.
+	serviceMonitorCRD = "e2e/localcluster/testdata/servicemonitor-crd.yaml"
+)
+
+// ManagementCRDs returns the CRD files a HyperShift management cluster needs for the operator:
+// HostedControlPlane and ServiceMonitor.
+func ManagementCRDs() ([]string, error) {
+	return crdPaths([][2]string{
+		{hypershiftAPIModule, hostedControlPlaneCRD},
+		{"", serviceMonitorCRD},
+	})
+}
+
+// GuestCRDs returns the CRD files a guest (or standalone OpenShift) cluster needs for the
+// operator: ClusterCSIDriver, Infrastructure, Proxy, VolumeSnapshotClass and ServiceMonitor.
+func GuestCRDs() ([]string, error) {
+	return crdPaths([][2]string{
+		{openshiftAPIModule, clusterCSIDriverCRD},
+		{openshiftAPIModule, infrastructureCRD},
+		{openshiftAPIModule, proxyCRD},
+		{snapshotClientModule, volumeSnapshotClassCR},
+		{"", serviceMonitorCRD},
+	})
+}
+
+// crdPaths resolves {module, path} pairs to files, checking each exists. An empty module means
+// this module.
+func crdPaths(refs [][2]string) ([]string, error) {
+	var paths []string
+	for _, ref := range refs {
+		dir, err := moduleDir(ref[0])
+		if err != nil {
+			return nil, err
+		}
+		p := filepath.Join(dir, filepath.FromSlash(ref[1]))
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("CRD file of %s: %w", ref[0], err)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+// moduleDirs caches module directories; `go list` takes a noticeable fraction of a second.
+var (
+	moduleDirsMu sync.Mutex
+	moduleDirs   = map[string]string{}
+)
+
+// moduleDir returns the directory of a module in the module cache. Asking the go command, rather
+// than guessing a cache path, yields exactly the version go.mod selects and honours GOMODCACHE
+// and replace directives. An empty module is this module's root.
+func moduleDir(module string) (string, error) {
+	if module == "" {
+		return ModuleRoot()
+	}
+	moduleDirsMu.Lock()
+	defer moduleDirsMu.Unlock()
+	if dir, ok := moduleDirs[module]; ok {
+		return dir, nil
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	out, err := goCommand(root, "list", "-m", "-f", "{{.Dir}}", module)
+	if err != nil {
+		return "", err
+	}
+	dir := strings.TrimSpace(out)
+	if dir == "" {
+		// go list leaves Dir empty for a module that is required but not downloaded yet.
+		out, err := goCommand(root, "mod", "download", "-json", module)
+		if err != nil {
+			return "", err
+		}
+		var info struct{ Dir string }
+		if err := json.Unmarshal([]byte(out), &info); err != nil {
+			return "", fmt.Errorf("decoding go mod download output for %s: %w", module, err)
+		}
+		dir = info.Dir
+	}
+	if dir == "" {
+		return "", fmt.Errorf("go command reports no directory for module %s", module)
+	}
+	moduleDirs[module] = dir
+	return dir, nil
+}
+
+// goCommand runs the go command in dir and returns its standard output.
+func goCommand(dir string, args ...string) (string, error) {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("running go %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
