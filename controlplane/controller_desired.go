@@ -333,4 +333,3 @@ func nodeTerm(key, value string) corev1.NodeSelectorTerm {
 		{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}},
 	}}
 }
-

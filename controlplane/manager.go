@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
@@ -77,9 +77,9 @@ func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
 	mgmt = cache.Options{
 		DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}:          {Label: managedSelector},
-			&corev1.ServiceAccount{}:      {Label: managedSelector},
-			&corev1.Service{}:             {Label: managedSelector},
+			&appsv1.Deployment{}:            {Label: managedSelector},
+			&corev1.ServiceAccount{}:        {Label: managedSelector},
+			&corev1.Service{}:               {Label: managedSelector},
 			&policyv1.PodDisruptionBudget{}: {Label: managedSelector},
 			// The HostedControlPlane namespace holds many Secrets (etcd and kubeconfig
 			// material among them). Only the credentials are needed, and only to hash and
@@ -88,7 +88,7 @@ func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
 		},
 	}
 	guestConfigMaps := map[string]cache.Config{
-		names.GuestNamespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", names.CloudConfConfigMap)},
+		names.GuestNamespace:           {FieldSelector: fields.OneTermEqualSelector("metadata.name", names.CloudConfConfigMap)},
 		names.OpenShiftConfigNamespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", names.UserConfigMap)},
 	}
 	guest = cache.Options{
@@ -144,4 +144,3 @@ func Setup(mgr ctrl.Manager, mgmt, guest cluster.Cluster, cfg Config) error {
 	}
 	return nil
 }
-

@@ -16,10 +16,10 @@ const failedDetectionRetry = time.Minute
 
 // Topology decision sources, reported in logs and conditions.
 const (
-	sourceOverride = "override"
-	sourceDetected = "detected"
+	sourceOverride  = "override"
+	sourceDetected  = "detected"
 	sourceLastKnown = "last-known"
-	sourceDefault  = "default"
+	sourceDefault   = "default"
 )
 
 // topologyDecision is what the driver gets as --with-topology, and why.
@@ -39,14 +39,14 @@ type topologyDecision struct {
 // not call OpenStack each time: zones are listed again only when the credentials change or the
 // recheck interval has passed. It is per reconciler, never a package global.
 type topologyCache struct {
-	mu       sync.Mutex
-	key      string
-	checked  time.Time
-	ok       bool
-	enabled  bool
-	failure  topology.Reason
-	compute  []string
-	volume   []string
+	mu      sync.Mutex
+	key     string
+	checked time.Time
+	ok      bool
+	enabled bool
+	failure topology.Reason
+	compute []string
+	volume  []string
 }
 
 func newTopologyCache() *topologyCache { return &topologyCache{} }
