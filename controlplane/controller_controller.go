@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	configv1 "github.com/openshift/api/config/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -38,7 +39,17 @@ import (
 const (
 	hashCloudConf   = "configmap-cloud-conf"
 	hashCredentials = "secret-openstack-cloud-credentials"
+	hashProxy       = "proxy-cluster"
+	hashTrustedCA   = "configmap-trusted-ca-bundle"
 )
+
+// proxyHash hashes the cluster-wide proxy, "" when there is none.
+func proxyHash(p configv1.ProxyStatus) string {
+	if p == (configv1.ProxyStatus{}) {
+		return ""
+	}
+	return confighash.Data(map[string]string{"http": p.HTTPProxy, "https": p.HTTPSProxy, "no": p.NoProxy}, nil)
+}
 
 // Reconciler keeps the CSI controller and both copies of cloud-conf in shape for the one
 // ClusterCSIDriver, and reports on them in its conditions.
@@ -53,9 +64,8 @@ type Reconciler struct {
 	Decoder  *manifests.Decoder
 	Recorder recorder.EventRecorder
 
-	topology  *topologyCache
-	hcpNeeded bool
-	now       func() time.Time
+	topology *topologyCache
+	now      func() time.Time
 }
 
 // driverRequest is the one request every event maps to: there is one ClusterCSIDriver.
@@ -84,15 +94,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, mgmt, guest cluster.Clus
 		Named("controlplane").
 		WatchesRawSource(watch(guest, &operatorv1.ClusterCSIDriver{},
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		WatchesRawSource(watch(guest, &corev1.ConfigMap{}, named(names.CloudConfConfigMap, names.CloudConfNodeConfigMap, names.UserConfigMap))).
+		WatchesRawSource(watch(guest, &corev1.ConfigMap{}, predicate.Or(
+			named(names.CloudConfConfigMap, names.CloudConfNodeConfigMap, names.UserConfigMap),
+			// Standalone: the cloud-provider config with the CA, named by Infrastructure.
+			predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return !r.Config.HyperShift && o.GetNamespace() == names.OpenShiftConfigNamespace
+			})))).
 		WatchesRawSource(watch(mgmt, &corev1.Secret{}, inNamespace, named(names.CredentialsSecret))).
-		WatchesRawSource(watch(mgmt, &corev1.ConfigMap{}, inNamespace, named(names.HyperShiftCloudConfigMap, names.CloudConfConfigMap))).
+		WatchesRawSource(watch(mgmt, &corev1.ConfigMap{}, inNamespace,
+			named(names.HyperShiftCloudConfigMap, names.CloudConfConfigMap, names.TrustedCABundleConfigMap))).
 		WatchesRawSource(watch(mgmt, &appsv1.Deployment{}, inNamespace)).
 		WatchesRawSource(watch(mgmt, &corev1.ServiceAccount{}, inNamespace)).
 		WatchesRawSource(watch(mgmt, &corev1.Service{}, inNamespace)).
 		WatchesRawSource(watch(mgmt, &policyv1.PodDisruptionBudget{}, inNamespace))
-	if r.hcpNeeded {
+	if r.Config.HyperShift {
 		b = b.WatchesRawSource(watch(mgmt, &hyperv1.HostedControlPlane{}, inNamespace))
+	} else {
+		b = b.WatchesRawSource(watch(guest, &configv1.Infrastructure{})).
+			WatchesRawSource(watch(guest, &configv1.Proxy{}))
 	}
 	return b.Complete(r)
 }
@@ -171,11 +190,17 @@ func (r *Reconciler) applyAll(ctx context.Context, cfg *config, in *inputs, topo
 		PodLabels:       cfg.PodLabels,
 		Verbosity:       cfg.Verbosity,
 		Topology:        topo.Enabled,
+		Proxy:           cfg.Proxy,
+		TrustedCA:       cfg.TrustedCA != nil && cfg.TrustedCA.Data[names.KeyTrustedCA] != "",
 		Hashes: map[string]string{
 			// The hash of the ConfigMap as it will be applied, so the first rollout already
 			// carries the final value.
 			hashCloudConf:   confighash.ConfigMap(controllerConf),
 			hashCredentials: confighash.SecretKeys(in.Credentials, names.KeyCloudsYAML),
+			// Standalone only (empty, so no annotation, on HyperShift): a proxy or trusted CA
+			// change rolls the controller.
+			hashProxy:     proxyHash(cfg.Proxy),
+			hashTrustedCA: confighash.ConfigMapKeys(cfg.TrustedCA, names.KeyTrustedCA),
 		},
 	})
 	if err != nil {
@@ -291,8 +316,10 @@ func (r *Reconciler) fieldOwner() string { return names.FieldOwnerControlPlane }
 
 // nodeCloudConfName is the node copy's name: on HyperShift it lives in another cluster and keeps
 // csi-operator's name; in standalone it shares a namespace with the controller copy.
-func (r *Reconciler) nodeCloudConfName() string {
-	if r.Config.HyperShift {
+func (r *Reconciler) nodeCloudConfName() string { return nodeCloudConfName(r.Config.HyperShift) }
+
+func nodeCloudConfName(hyperShift bool) string {
+	if hyperShift {
 		return names.CloudConfConfigMap
 	}
 	return names.CloudConfNodeConfigMap

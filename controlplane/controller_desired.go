@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	configv1 "github.com/openshift/api/config/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -72,7 +73,15 @@ type controllerInputs struct {
 	Topology     bool
 	// Hashes are the per-input hashes written to the pod template, keyed by input name.
 	Hashes map[string]string
+	// Proxy is the cluster-wide proxy and TrustedCA whether the injected CA bundle has
+	// content (standalone only).
+	Proxy     configv1.ProxyStatus
+	TrustedCA bool
 }
+
+// trustedCAVolume holds the cluster's trusted CA bundle, mounted where the driver's TLS stack
+// (and so gophercloud) finds system roots, so a proxy with its own CA works.
+const trustedCAVolume = "non-standard-root-system-trust-ca-bundle"
 
 // managed adds the label every applied object carries.
 func managed(obj client.Object) {
@@ -125,6 +134,13 @@ func desiredControllerObjects(d *manifests.Decoder, in controllerInputs) ([]clie
 		return nil, err
 	}
 	objs := []client.Object{sa, svc, pdb, dep}
+	if !in.HyperShift {
+		ca, err := manifests.Object[*corev1.ConfigMap](d, "trusted_ca_bundle.yaml")
+		if err != nil {
+			return nil, err
+		}
+		objs = append([]client.Object{ca}, objs...)
+	}
 	for _, o := range objs {
 		o.SetNamespace(in.Namespace)
 		managed(o)
@@ -313,6 +329,40 @@ func adaptStandaloneController(tmpl *corev1.PodTemplateSpec, in controllerInputs
 	pod.PriorityClassName = standalonePriority
 	pod.Tolerations = slices.Clone(in.Tolerations)
 	pod.Affinity = &corev1.Affinity{PodAntiAffinity: controllerAntiAffinity()}
+	if in.TrustedCA {
+		pod.Volumes = append(pod.Volumes, corev1.Volume{
+			Name: trustedCAVolume,
+			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: names.TrustedCABundleConfigMap},
+				Items:                []corev1.KeyToPath{{Key: names.KeyTrustedCA, Path: "tls-ca-bundle.pem"}},
+			}},
+		})
+	}
+	for i := range pod.Containers {
+		c := &pod.Containers[i]
+		if c.Name != "csi-driver" {
+			continue
+		}
+		c.Env = append(c.Env, proxyEnv(in.Proxy)...)
+		if in.TrustedCA {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: trustedCAVolume, MountPath: "/etc/pki/ca-trust/extracted/pem", ReadOnly: true})
+		}
+	}
+}
+
+// proxyEnv returns the cluster-wide proxy as the conventional environment variables, upper and
+// lower case (Go reads the former, other tools the latter).
+func proxyEnv(p configv1.ProxyStatus) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	for _, v := range []struct{ name, value string }{
+		{"HTTP_PROXY", p.HTTPProxy}, {"HTTPS_PROXY", p.HTTPSProxy}, {"NO_PROXY", p.NoProxy},
+	} {
+		if v.value == "" {
+			continue
+		}
+		env = append(env, corev1.EnvVar{Name: v.name, Value: v.value}, corev1.EnvVar{Name: strings.ToLower(v.name), Value: v.value})
+	}
+	return env
 }
 
 // controllerAntiAffinity spreads controller replicas over nodes.

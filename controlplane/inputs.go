@@ -2,9 +2,11 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
+	configv1 "github.com/openshift/api/config/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -26,8 +28,15 @@ const defaultCloudName = "openstack"
 type inputs struct {
 	HCP         *hyperv1.HostedControlPlane
 	Credentials *corev1.Secret
+	// CAConfigMap holds the OpenStack CA under ca-bundle.pem: openstack-cloud-config in the HCP
+	// namespace, or, standalone, the cloud-provider config Infrastructure names.
 	CAConfigMap *corev1.ConfigMap
-	UserConfig  *corev1.ConfigMap
+	// Infrastructure and Proxy are the cluster's (standalone only).
+	Infrastructure *configv1.Infrastructure
+	Proxy          *configv1.Proxy
+	// TrustedCA is the CA bundle the cluster network operator injects (standalone only).
+	TrustedCA  *corev1.ConfigMap
+	UserConfig *corev1.ConfigMap
 	// CloudConf is the live controller copy of cloud-conf: it holds the last topology decision.
 	CloudConf  *corev1.ConfigMap
 	Deployment *appsv1.Deployment
@@ -36,32 +45,46 @@ type inputs struct {
 // readInputs reads every input from the caches; a missing object is not an error.
 func (r *Reconciler) readInputs(ctx context.Context) (*inputs, error) {
 	ns := r.Config.Namespace
-	in := &inputs{
-		Credentials: &corev1.Secret{},
-		CAConfigMap: &corev1.ConfigMap{},
-		UserConfig:  &corev1.ConfigMap{},
-		CloudConf:   &corev1.ConfigMap{},
-		Deployment:  &appsv1.Deployment{},
-	}
-	reads := []struct {
-		c   client.Reader
-		key client.ObjectKey
-		obj client.Object
-		out func()
-	}{
-		{r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.CredentialsSecret}, in.Credentials, func() { in.Credentials = nil }},
-		{r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.HyperShiftCloudConfigMap}, in.CAConfigMap, func() { in.CAConfigMap = nil }},
-		{r.Guest, client.ObjectKey{Namespace: names.OpenShiftConfigNamespace, Name: names.UserConfigMap}, in.UserConfig, func() { in.UserConfig = nil }},
-		{r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.CloudConfConfigMap}, in.CloudConf, func() { in.CloudConf = nil }},
-		{r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.ControllerDeployment}, in.Deployment, func() { in.Deployment = nil }},
-	}
-	for _, rd := range reads {
-		if err := rd.c.Get(ctx, rd.key, rd.obj); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("reading %s: %w", rd.key, err)
+	in := &inputs{}
+	// get reads one object; a missing one leaves the field nil.
+	get := func(c client.Reader, key client.ObjectKey, obj client.Object, out func()) error {
+		if err := c.Get(ctx, key, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
 			}
-			rd.out()
+			return fmt.Errorf("reading %s: %w", key, err)
 		}
+		out()
+		return nil
+	}
+	var (
+		creds                              corev1.Secret
+		caCM, userCM, cloudConf, trustedCA corev1.ConfigMap
+		dep                                appsv1.Deployment
+		infra                              configv1.Infrastructure
+		proxy                              configv1.Proxy
+	)
+	errs := []error{
+		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.CredentialsSecret}, &creds, func() { in.Credentials = &creds }),
+		get(r.Guest, client.ObjectKey{Namespace: names.OpenShiftConfigNamespace, Name: names.UserConfigMap}, &userCM, func() { in.UserConfig = &userCM }),
+		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.CloudConfConfigMap}, &cloudConf, func() { in.CloudConf = &cloudConf }),
+		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.ControllerDeployment}, &dep, func() { in.Deployment = &dep }),
+	}
+	if r.Config.HyperShift {
+		errs = append(errs, get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.HyperShiftCloudConfigMap}, &caCM, func() { in.CAConfigMap = &caCM }))
+	} else {
+		errs = append(errs,
+			get(r.Guest, client.ObjectKey{Name: names.InfrastructureName}, &infra, func() { in.Infrastructure = &infra }),
+			get(r.Guest, client.ObjectKey{Name: names.ProxyName}, &proxy, func() { in.Proxy = &proxy }),
+			get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.TrustedCABundleConfigMap}, &trustedCA, func() { in.TrustedCA = &trustedCA }),
+		)
+		if in.Infrastructure != nil && in.Infrastructure.Spec.CloudConfig.Name != "" {
+			key := client.ObjectKey{Namespace: names.OpenShiftConfigNamespace, Name: in.Infrastructure.Spec.CloudConfig.Name}
+			errs = append(errs, get(r.Guest, key, &caCM, func() { in.CAConfigMap = &caCM }))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	if r.Config.HyperShift {
 		hcps := &hyperv1.HostedControlPlaneList{}
@@ -97,6 +120,42 @@ type config struct {
 	NodeConf       string
 	Override       *bool
 	LastTopology   *bool
+	// Proxy is the cluster-wide proxy and TrustedCA the injected CA bundle (standalone).
+	Proxy     configv1.ProxyStatus
+	TrustedCA *corev1.ConfigMap
+}
+
+// Standalone placement of the controller: the masters, unless the control plane is External
+// (hosted elsewhere, so the cluster has no masters to run on).
+var (
+	masterNodeSelector = map[string]string{"node-role.kubernetes.io/master": ""}
+	masterTolerations  = []corev1.Toleration{
+		{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
+		{Key: "node-role.kubernetes.io/master", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	}
+)
+
+// resolveStandalone fills in what a standalone cluster's Infrastructure and Proxy decide.
+func resolveStandalone(cfg *config, in *inputs) []problem {
+	if in.Infrastructure == nil || in.Infrastructure.Status.InfrastructureName == "" {
+		return []problem{{names.ReasonWaitingForConfig,
+			fmt.Sprintf("Infrastructure %s has no status.infrastructureName yet.", names.InfrastructureName)}}
+	}
+	st := in.Infrastructure.Status
+	cfg.ClusterID = st.InfrastructureName
+	cfg.HA = st.ControlPlaneTopology == configv1.HighlyAvailableTopologyMode
+	if st.ControlPlaneTopology != configv1.ExternalTopologyMode {
+		cfg.NodeSelector = masterNodeSelector
+		cfg.Tolerations = masterTolerations
+	}
+	if ps := st.PlatformStatus; ps != nil && ps.OpenStack != nil && ps.OpenStack.CloudName != "" {
+		cfg.CloudName = ps.OpenStack.CloudName
+	}
+	if in.Proxy != nil {
+		cfg.Proxy = in.Proxy.Status
+	}
+	cfg.TrustedCA = in.TrustedCA
+	return nil
 }
 
 // resolve validates the inputs and resolves them into a config, or returns the problems found.
@@ -111,6 +170,9 @@ func (r *Reconciler) resolve(driver *operatorv1.ClusterCSIDriver, in *inputs) (*
 	}
 	cfg.Verbosity = v
 
+	if !r.Config.HyperShift {
+		problems = append(problems, resolveStandalone(cfg, in)...)
+	}
 	if r.Config.HyperShift {
 		if in.HCP == nil {
 			problems = append(problems, problem{names.ReasonMissingHostedControlPlane,

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	configv1 "github.com/openshift/api/config/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -87,15 +88,23 @@ func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
 			&corev1.Secret{}: {Transform: keepSecretData(names.CredentialsSecret)},
 		},
 	}
+	byName := func(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }
 	guestConfigMaps := map[string]cache.Config{
-		names.GuestNamespace:           {FieldSelector: fields.OneTermEqualSelector("metadata.name", names.CloudConfConfigMap)},
-		names.OpenShiftConfigNamespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", names.UserConfigMap)},
+		names.GuestNamespace:           {FieldSelector: byName(nodeCloudConfName(cfg.HyperShift))},
+		names.OpenShiftConfigNamespace: {FieldSelector: byName(names.UserConfigMap)},
 	}
 	guest = cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&operatorv1.ClusterCSIDriver{}: {Field: fields.OneTermEqualSelector("metadata.name", names.ClusterCSIDriverName)},
+			&operatorv1.ClusterCSIDriver{}: {Field: byName(names.ClusterCSIDriverName)},
 			&corev1.ConfigMap{}:            {Namespaces: guestConfigMaps},
 		},
+	}
+	if !cfg.HyperShift {
+		// The cloud-provider config holding the CA is named by Infrastructure, so it cannot
+		// be selected by a fixed name: openshift-config has few ConfigMaps.
+		guestConfigMaps[names.OpenShiftConfigNamespace] = cache.Config{}
+		guest.ByObject[&configv1.Infrastructure{}] = cache.ByObject{Field: byName(names.InfrastructureName)}
+		guest.ByObject[&configv1.Proxy{}] = cache.ByObject{Field: byName(names.ProxyName)}
 	}
 	return mgmt, guest
 }
@@ -125,13 +134,12 @@ func keepSecretData(keep ...string) toolscache.TransformFunc {
 func Setup(mgr ctrl.Manager, mgmt, guest cluster.Cluster, cfg Config) error {
 	cfg.defaults()
 	r := &Reconciler{
-		Mgmt:      mgmt.GetClient(),
-		Guest:     guest.GetClient(),
-		Config:    cfg,
-		Decoder:   manifests.NewDecoder(mgr.GetScheme()),
-		Recorder:  guest.GetEventRecorder(names.FieldOwnerControlPlane),
-		topology:  newTopologyCache(),
-		hcpNeeded: cfg.HyperShift,
+		Mgmt:     mgmt.GetClient(),
+		Guest:    guest.GetClient(),
+		Config:   cfg,
+		Decoder:  manifests.NewDecoder(mgr.GetScheme()),
+		Recorder: guest.GetEventRecorder(names.FieldOwnerControlPlane),
+		topology: newTopologyCache(),
 	}
 	if cfg.NewZoneLister == nil {
 		cfg.NewZoneLister = func(ctx context.Context, c topology.Config) (topology.ZoneLister, error) {

@@ -60,6 +60,8 @@ func CacheOptions(cfg Config) cache.Options {
 			&corev1.ServiceAccount{}:       {Label: managedSelector},
 			&rbacv1.ClusterRole{}:          {Label: managedSelector},
 			&rbacv1.ClusterRoleBinding{}:   {Label: managedSelector},
+			&rbacv1.Role{}:                 {Label: managedSelector},
+			&rbacv1.RoleBinding{}:          {Label: managedSelector},
 			&storagev1.CSIDriver{}:         {Label: managedSelector},
 			&apiextensionsv1.CustomResourceDefinition{}: {
 				Field: fields.OneTermEqualSelector("metadata.name", names.VolumeSnapshotClassCRD),

@@ -80,6 +80,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, guest cluster.Cluster) e
 		WatchesRawSource(watch(&corev1.ServiceAccount{})).
 		WatchesRawSource(watch(&rbacv1.ClusterRole{})).
 		WatchesRawSource(watch(&rbacv1.ClusterRoleBinding{})).
+		WatchesRawSource(watch(&rbacv1.Role{})).
+		WatchesRawSource(watch(&rbacv1.RoleBinding{})).
 		WatchesRawSource(watch(&storagev1.CSIDriver{})).
 		WatchesRawSource(watch(&storagev1.StorageClass{})).
 		WatchesRawSource(watch(&apiextensionsv1.CustomResourceDefinition{})).
@@ -223,7 +225,7 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 }
 
 func (r *Reconciler) applyStatic(ctx context.Context, a *apply.Applier) error {
-	objs, err := desiredStaticObjects(r.Decoder)
+	objs, err := desiredStaticObjects(r.Decoder, r.Config.HyperShift)
 	if err != nil {
 		return fmt.Errorf("computing the static objects: %w", err)
 	}
@@ -300,7 +302,7 @@ func (r *Reconciler) remove(ctx context.Context) error {
 		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: names.NodeDaemonSet}},
 		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: names.StorageClass}},
 	}
-	static, err := desiredStaticObjects(r.Decoder)
+	static, err := desiredStaticObjects(r.Decoder, r.Config.HyperShift)
 	if err != nil {
 		return err
 	}

@@ -41,9 +41,15 @@ func managed(obj client.Object) {
 
 // desiredStaticObjects returns the node ServiceAccount, its RBAC and the CSIDriver, in apply
 // order (the ClusterRole before the binding that references it).
-func desiredStaticObjects(d *manifests.Decoder) ([]client.Object, error) {
+// In standalone mode it adds the controller's RBAC: there the sidecars use the controller's
+// ServiceAccount in this cluster (on HyperShift they use the guest's admin kubeconfig instead).
+func desiredStaticObjects(d *manifests.Decoder, hyperShift bool) ([]client.Object, error) {
+	files := []string{"node_sa.yaml", "node_rbac.yaml", "csidriver.yaml"}
+	if !hyperShift {
+		files = append(files, "controller_rbac.yaml")
+	}
 	var objs []client.Object
-	for _, f := range []string{"node_sa.yaml", "node_rbac.yaml", "csidriver.yaml"} {
+	for _, f := range files {
 		o, err := d.Operand(f)
 		if err != nil {
 			return nil, err

@@ -20,6 +20,9 @@ import (
 // GuestNamespace is where the node plugin (and, standalone, the controller) runs.
 const GuestNamespace = names.GuestNamespace
 
+// CloudProviderConfig is the installer's cloud-provider ConfigMap in openshift-config.
+const CloudProviderConfig = "cloud-provider-config"
+
 // seed creates what HyperShift (or a standalone installation) provides before the operator runs.
 func (e *Env) seed(ctx context.Context) error {
 	clouds, err := e.OpenStack.CloudsYAML(fakeopenstack.CloudOptions{CloudName: CloudName, Versionless: true})
@@ -46,7 +49,19 @@ func (e *Env) seed(ctx context.Context) error {
 		},
 	}
 	if e.Mode == ModeStandalone {
-		return createAll(ctx, e.MgmtClient, []client.Object{creds})
+		// The installer's cloud-provider config (named by Infrastructure) carries the CA;
+		// Proxy cluster exists, empty, on every OpenShift cluster.
+		return createAll(ctx, e.MgmtClient, []client.Object{
+			creds,
+			&corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Namespace: names.OpenShiftConfigNamespace, Name: CloudProviderConfig},
+				Data: map[string]string{
+					"config":          "[Global]\nsecret-name = openstack-credentials\nsecret-namespace = kube-system\n",
+					names.KeyCABundle: string(e.OpenStack.CACertPEM()),
+				},
+			},
+			&configv1.Proxy{ObjectMeta: metav1.ObjectMeta{Name: names.ProxyName}},
+		})
 	}
 
 	guestKubeconfig, err := os.ReadFile(e.Guest.KubeconfigPath())
@@ -101,7 +116,7 @@ func (e *Env) seedInfrastructure(ctx context.Context) error {
 	infra := &configv1.Infrastructure{
 		ObjectMeta: metav1.ObjectMeta{Name: names.InfrastructureName},
 		Spec: configv1.InfrastructureSpec{
-			CloudConfig:  configv1.ConfigMapFileReference{Name: "cloud-provider-config", Key: "config"},
+			CloudConfig:  configv1.ConfigMapFileReference{Name: CloudProviderConfig, Key: "config"},
 			PlatformSpec: configv1.PlatformSpec{Type: configv1.OpenStackPlatformType},
 		},
 	}
