@@ -175,44 +175,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // applyAll applies both cloud-conf copies, then the controller objects that mount them.
 func (r *Reconciler) applyAll(ctx context.Context, cfg *config, in *inputs, topo topologyDecision) error {
 	log := ctrl.LoggerFrom(ctx)
-	ns := r.Config.Namespace
-	controllerConf := desiredCloudConf(ns, names.CloudConfConfigMap, cfg.ControllerConf, topo.Enabled, cfg.CABundle)
-	nodeConf := desiredCloudConf(names.GuestNamespace, r.nodeCloudConfName(), cfg.NodeConf, topo.Enabled, "")
-
-	objs, err := desiredControllerObjects(r.Decoder, controllerInputs{
-		HyperShift:      r.Config.HyperShift,
-		Namespace:       ns,
-		Images:          r.Config.Images,
-		ClusterID:       cfg.ClusterID,
-		HighlyAvailable: cfg.HA,
-		NodeSelector:    cfg.NodeSelector,
-		Tolerations:     cfg.Tolerations,
-		PodLabels:       cfg.PodLabels,
-		Verbosity:       cfg.Verbosity,
-		Topology:        topo.Enabled,
-		Proxy:           cfg.Proxy,
-		TrustedCA:       cfg.TrustedCA != nil && cfg.TrustedCA.Data[names.KeyTrustedCA] != "",
-		Hashes: map[string]string{
-			// The hash of the ConfigMap as it will be applied, so the first rollout already
-			// carries the final value.
-			hashCloudConf:   confighash.ConfigMap(controllerConf),
-			hashCredentials: confighash.SecretKeys(in.Credentials, names.KeyCloudsYAML),
-			// Standalone only (empty, so no annotation, on HyperShift): a proxy or trusted CA
-			// change rolls the controller.
-			hashProxy:     proxyHash(cfg.Proxy),
-			hashTrustedCA: confighash.ConfigMapKeys(cfg.TrustedCA, names.KeyTrustedCA),
-		},
-	})
+	mgmtObjs, nodeConf, err := desiredAll(r.Decoder, r.Config, cfg, in.Credentials, topo.Enabled)
 	if err != nil {
-		return fmt.Errorf("computing the controller objects: %w", err)
+		return err
 	}
-
 	mgmt := apply.New(r.Mgmt, r.fieldOwner())
 	guest := apply.New(r.Guest, r.fieldOwner())
 	if _, err := guest.Apply(ctx, nodeConf); err != nil {
 		return err
 	}
-	for _, o := range append([]client.Object{controllerConf}, objs...) {
+	for _, o := range mgmtObjs {
 		res, err := mgmt.Apply(ctx, o)
 		if err != nil {
 			return err
@@ -222,6 +194,44 @@ func (r *Reconciler) applyAll(ctx context.Context, cfg *config, in *inputs, topo
 		}
 	}
 	return nil
+}
+
+// desiredAll returns, in apply order, the objects the controlplane manager applies next to the
+// controller (the controller copy of cloud-conf first), and the node copy of cloud-conf for the
+// guest. It is pure: the reconciler and `cinder-csi-operator render` both call it.
+func desiredAll(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.Secret, enableTopology bool) ([]client.Object, *corev1.ConfigMap, error) {
+	ns := rc.Namespace
+	controllerConf := desiredCloudConf(ns, names.CloudConfConfigMap, cfg.ControllerConf, enableTopology, cfg.CABundle)
+	nodeConf := desiredCloudConf(names.GuestNamespace, nodeCloudConfName(rc.HyperShift), cfg.NodeConf, enableTopology, "")
+
+	objs, err := desiredControllerObjects(d, controllerInputs{
+		HyperShift:      rc.HyperShift,
+		Namespace:       ns,
+		Images:          rc.Images,
+		ClusterID:       cfg.ClusterID,
+		HighlyAvailable: cfg.HA,
+		NodeSelector:    cfg.NodeSelector,
+		Tolerations:     cfg.Tolerations,
+		PodLabels:       cfg.PodLabels,
+		Verbosity:       cfg.Verbosity,
+		Topology:        enableTopology,
+		Proxy:           cfg.Proxy,
+		TrustedCA:       cfg.TrustedCA != nil && cfg.TrustedCA.Data[names.KeyTrustedCA] != "",
+		Hashes: map[string]string{
+			// The hash of the ConfigMap as it will be applied, so the first rollout already
+			// carries the final value.
+			hashCloudConf:   confighash.ConfigMap(controllerConf),
+			hashCredentials: confighash.SecretKeys(credentials, names.KeyCloudsYAML),
+			// Standalone only (empty, so no annotation, on HyperShift): a proxy or trusted CA
+			// change rolls the controller.
+			hashProxy:     proxyHash(cfg.Proxy),
+			hashTrustedCA: confighash.ConfigMapKeys(cfg.TrustedCA, names.KeyTrustedCA),
+		},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("computing the controller objects: %w", err)
+	}
+	return append([]client.Object{controllerConf}, objs...), nodeConf, nil
 }
 
 // remove deletes what this manager created, for managementState Removed.

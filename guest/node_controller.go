@@ -238,18 +238,23 @@ func (r *Reconciler) applyStatic(ctx context.Context, a *apply.Applier) error {
 }
 
 func (r *Reconciler) applyNode(ctx context.Context, a *apply.Applier, cloudConf *corev1.ConfigMap, verbosity int) error {
-	ds, err := desiredNode(r.Decoder, nodeInputs{
-		Images:        r.Config.Images,
-		Verbosity:     verbosity,
-		Topology:      cloudConf.Data[names.KeyEnableTopology] == "true",
-		CloudConfName: r.Config.nodeCloudConfName(),
-		CloudConfHash: confighash.ConfigMap(cloudConf),
-	})
+	ds, err := desiredNodeFor(r.Decoder, r.Config, cloudConf, verbosity)
 	if err != nil {
 		return fmt.Errorf("computing the node DaemonSet: %w", err)
 	}
 	_, err = a.Apply(ctx, ds)
 	return err
+}
+
+// desiredNodeFor returns the node DaemonSet for the node cloud-conf as it is in the guest.
+func desiredNodeFor(d *manifests.Decoder, cfg Config, cloudConf *corev1.ConfigMap, verbosity int) (*appsv1.DaemonSet, error) {
+	return desiredNode(d, nodeInputs{
+		Images:        cfg.Images,
+		Verbosity:     verbosity,
+		Topology:      cloudConf.Data[names.KeyEnableTopology] == "true",
+		CloudConfName: cfg.nodeCloudConfName(),
+		CloudConfHash: confighash.ConfigMap(cloudConf),
+	})
 }
 
 // reconcileStorageClass honours spec.storageClassState for standard-csi, and applies the

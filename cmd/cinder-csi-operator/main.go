@@ -22,6 +22,7 @@ Commands:
   controlplane  run the management-side manager of a hosted cluster (CSI controller, cloud-conf)
   guest         run the guest-side manager of a hosted cluster (node plugin, CSIDriver, StorageClass)
   standalone    run both managers in one process against one OpenShift cluster
+  render        print, offline, the objects the operator would apply for given inputs
   version       print the version
 
 Run "cinder-csi-operator <command> -h" for the flags of a command.
@@ -40,6 +41,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runGuest(args[1:], stderr)
 	case "standalone":
 		err = runStandalone(args[1:], stderr)
+	case "render":
+		err = runRender(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version)
 		return 0

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+)
+
+func setImages(t *testing.T) {
+	for _, v := range []string{images.EnvDriver, images.EnvProvisioner, images.EnvAttacher, images.EnvResizer,
+		images.EnvSnapshotter, images.EnvNodeDriverRegistrar, images.EnvLivenessProbe, images.EnvKubeRBACProxy} {
+		t.Setenv(v, strings.ToLower(v)+":test")
+	}
+}
+
+// documents splits render's output into its objects' kinds and names.
+func documents(t *testing.T, out string) []string {
+	var kinds []string
+	for _, doc := range strings.Split(out, "\n---\n")[1:] {
+		var o struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("render printed invalid YAML: %v\n%s", err, doc)
+		}
+		kinds = append(kinds, o.Kind+"/"+o.Metadata.Name)
+	}
+	return kinds
+}
+
+func TestRunRender(t *testing.T) {
+	setImages(t)
+	t.Run("When rendering a hosted cluster, it should print both sides with the HCP's settings", func(t *testing.T) {
+		g := NewWithT(t)
+		var out, errOut bytes.Buffer
+		code := run([]string{"render", "--mode=hypershift", "--hcp-file=testdata/hcp.yaml",
+			"--credentials-file=testdata/credentials.yaml", "--enable-topology=true"}, &out, &errOut)
+		g.Expect(code).To(Equal(0), errOut.String())
+		g.Expect(documents(t, out.String())).To(ContainElements(
+			"ConfigMap/cloud-conf", "ServiceAccount/openstack-cinder-csi-driver-controller-sa",
+			"Deployment/openstack-cinder-csi-driver-controller", "DaemonSet/openstack-cinder-csi-driver-node",
+			"CSIDriver/cinder.csi.openstack.org", "StorageClass/standard-csi", "VolumeSnapshotClass/standard-csi"))
+		g.Expect(out.String()).To(ContainSubstring("namespace: clusters-example"))
+		g.Expect(out.String()).To(ContainSubstring("cloud = shiftstack"))
+		g.Expect(out.String()).To(ContainSubstring("--cluster=example-x7k2p"))
+		g.Expect(out.String()).To(ContainSubstring("replicas: 2"))
+		g.Expect(out.String()).NotTo(ContainSubstring("ac-secret-value"))
+	})
+	t.Run("When rendering a standalone cluster, it should use the Infrastructure", func(t *testing.T) {
+		g := NewWithT(t)
+		var out, errOut bytes.Buffer
+		code := run([]string{"render", "--mode=standalone", "--infrastructure-file=testdata/infrastructure.yaml",
+			"--credentials-file=testdata/credentials.yaml"}, &out, &errOut)
+		g.Expect(code).To(Equal(1), "the standalone cloud is named by Infrastructure status, default openstack")
+		g.Expect(errOut.String()).To(ContainSubstring(`has no cloud named "openstack"`))
+	})
+	t.Run("When an image variable is missing, it should fail naming it", func(t *testing.T) {
+		g := NewWithT(t)
+		t.Setenv(images.EnvAttacher, "")
+		var out, errOut bytes.Buffer
+		code := run([]string{"render", "--hcp-file=testdata/hcp.yaml", "--credentials-file=testdata/credentials.yaml"}, &out, &errOut)
+		g.Expect(code).To(Equal(1))
+		g.Expect(errOut.String()).To(ContainSubstring("ATTACHER_IMAGE"))
+	})
+}

@@ -1,0 +1,81 @@
+// Tests that `cinder-csi-operator render` prints what the operator applies: the render functions
+// run on the live inputs, and applying their output as the managers' field owners must change
+// nothing in the installed cluster.
+package integration
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/guest"
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+func TestRenderMatchesApplied(t *testing.T) {
+	t.Parallel()
+	e := env.StartForTest(t, env.Options{Mode: env.ModeHyperShift})
+	e.RunOperatorForTest(t, env.OperatorOptions{})
+	waitAvailable(t, e)
+
+	g := NewWithT(t)
+	ctx := context.Background()
+	hcps := &hyperv1.HostedControlPlaneList{}
+	g.Expect(e.MgmtClient.List(ctx, hcps, client.InNamespace(e.Namespace))).To(Succeed())
+	g.Expect(hcps.Items).To(HaveLen(1))
+	creds := &corev1.Secret{}
+	g.Expect(e.MgmtClient.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: names.CredentialsSecret}, creds)).To(Succeed())
+	caCM := configMap(g, e.MgmtClient, e.Namespace, names.HyperShiftCloudConfigMap)
+
+	ctrlImages, err := images.ControllerImages(env.LookupLocalImage, true)
+	g.Expect(err).NotTo(HaveOccurred())
+	nodeImages, err := images.NodeImages(env.LookupLocalImage)
+	g.Expect(err).NotTo(HaveOccurred())
+	scheme, err := clusters.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	d := manifests.NewDecoder(scheme)
+
+	in := controlplane.RenderInputs{
+		Driver: driver(g, e), HCP: &hcps.Items[0], Credentials: creds, CAConfigMap: caCM,
+		// The environment's zones match, so the operator detected topology as enabled.
+		EnableTopology: true,
+	}
+	in.Config.HyperShift, in.Config.Namespace, in.Config.Images = true, e.Namespace, ctrlImages
+	mgmtObjs, nodeConf, err := controlplane.Render(d, in)
+	g.Expect(err).NotTo(HaveOccurred())
+	scs := &storagev1.StorageClassList{}
+	g.Expect(e.GuestClient.List(ctx, scs)).To(Succeed())
+	guestObjs, err := guest.Render(d, guest.RenderInputs{
+		Config: guest.Config{HyperShift: true, Images: nodeImages}, Driver: in.Driver, CloudConf: nodeConf, SnapshotCRD: true,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// Applying with the managers' own field owners, against the live objects read directly
+	// from the API servers: Unchanged means the request would not even be sent.
+	check := func(c client.Client, owner string, objs []client.Object) {
+		a := &apply.Applier{Client: c, Reader: c, Owner: owner}
+		for _, o := range objs {
+			res, err := a.Apply(ctx, o)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(res).To(Equal(apply.Unchanged), "%T %s differs from what the operator applied", o, o.GetName())
+		}
+	}
+	t.Run("When rendered from the live inputs, the controller side should equal what the controlplane manager applied", func(t *testing.T) {
+		check(e.MgmtClient, names.FieldOwnerControlPlane, mgmtObjs)
+		check(e.GuestClient, names.FieldOwnerControlPlane, []client.Object{nodeConf})
+	})
+	t.Run("When rendered from the live inputs, the guest side should equal what the guest manager applied", func(t *testing.T) {
+		check(e.GuestClient, names.FieldOwnerGuest, guestObjs)
+	})
+}
