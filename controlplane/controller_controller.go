@@ -179,8 +179,8 @@ func (r *Reconciler) applyAll(ctx context.Context, cfg *config, in *inputs, topo
 	if err != nil {
 		return err
 	}
-	mgmt := apply.New(r.Mgmt, r.fieldOwner())
-	guest := apply.New(r.Guest, r.fieldOwner())
+	mgmt := apply.New(r.Mgmt, r.fieldOwner()).Adopting(names.LegacyFieldOwners...)
+	guest := apply.New(r.Guest, r.fieldOwner()).Adopting(names.LegacyFieldOwners...)
 	if _, err := guest.Apply(ctx, nodeConf); err != nil {
 		return err
 	}
@@ -267,13 +267,18 @@ func (r *Reconciler) writeStatus(ctx context.Context, driver *operatorv1.Cluster
 	r.recordTransitions(driver, conds)
 	list := make([]any, 0, len(conds))
 	for _, c := range conds {
-		list = append(list, map[string]any{
+		cond := map[string]any{
 			"type":               c.Type,
 			"status":             string(c.Status),
 			"reason":             c.Reason,
-			"message":            c.Message,
 			"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-		})
+		}
+		// message is omitempty: the cached object never shows an empty one, so sending ""
+		// would never compare equal and every reconcile would re-send the status.
+		if c.Message != "" {
+			cond["message"] = c.Message
+		}
+		list = append(list, cond)
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": operatorv1.GroupVersion.String(),

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -205,11 +206,14 @@ func sidecarLeaderElectionArgs() []string {
 	return []string{
 		"--leader-election",
 		"--leader-election-namespace=" + names.GuestNamespace,
-		"--leader-election-lease-duration=" + clusters.LeaseDuration.String(),
-		"--leader-election-renew-deadline=" + clusters.RenewDeadline.String(),
-		"--leader-election-retry-period=" + clusters.RetryPeriod.String(),
+		"--leader-election-lease-duration=" + seconds(clusters.LeaseDuration),
+		"--leader-election-renew-deadline=" + seconds(clusters.RenewDeadline),
+		"--leader-election-retry-period=" + seconds(clusters.RetryPeriod),
 	}
 }
+
+// seconds formats d as whole seconds ("137s"), the form OpenShift's manifests use.
+func seconds(d time.Duration) string { return strconv.Itoa(int(d.Seconds())) + "s" }
 
 // kubeRBACProxies returns one kube-rbac-proxy container per metrics port. kube-rbac-proxy reloads
 // its serving certificate from disk, so certificate rotation needs no rollout.
@@ -308,8 +312,10 @@ func adaptHyperShiftController(tmpl *corev1.PodTemplateSpec, in controllerInputs
 	pod.Volumes = append(pod.Volumes, corev1.Volume{
 		Name: guestKubeconfigVolume,
 		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName:  names.GuestKubeconfigSecret,
-			DefaultMode: ptr.To[int32](0o640),
+			SecretName: names.GuestKubeconfigSecret,
+			// Readable by the sidecars' non-root user whatever the management cluster's
+			// security policy assigns as group (csi-operator uses the same mode).
+			DefaultMode: ptr.To[int32](0o644),
 		}},
 	})
 	for i := range pod.Containers {

@@ -82,8 +82,10 @@ func setTopologyCondition(s *conditions.Set, d topologyDecision) {
 			fmt.Sprintf("Topology is %s (%s).", onOff(d.Enabled), describeSource(d)))
 		return
 	}
+	// topology.Message is a sentence without its full stop: end it here, or the message runs
+	// on into the next sentence.
 	s.True(names.ConditionTopologyDegraded, names.ReasonOpenStackUnavailable,
-		fmt.Sprintf("Listing the OpenStack availability zones failed: %s Topology stays %s (%s); the operator retries.",
+		fmt.Sprintf("Listing the OpenStack availability zones failed: %s. Topology stays %s (%s); the operator retries.",
 			topology.Message(d.Failure), onOff(d.Enabled), describeSource(d)))
 }
 

@@ -154,7 +154,12 @@ func resolveStandalone(cfg *config, in *inputs) []problem {
 	if in.Proxy != nil {
 		cfg.Proxy = in.Proxy.Status
 	}
-	cfg.TrustedCA = in.TrustedCA
+	// The operator creates the ConfigMap empty and the cluster network operator fills it: only
+	// a filled one is an input. Hashing the empty one would add a hash annotation on the
+	// reconcile after the one that created it, and so roll the controller a second time.
+	if in.TrustedCA != nil && in.TrustedCA.Data[names.KeyTrustedCA] != "" {
+		cfg.TrustedCA = in.TrustedCA
+	}
 	return nil
 }
 
@@ -211,15 +216,15 @@ func (r *Reconciler) resolve(driver *operatorv1.ClusterCSIDriver, in *inputs) (*
 		userINI = in.UserConfig.Data[names.KeyUserConfig]
 		o, err := cloudconfig.ParseTopologyOverride(in.UserConfig.Data[names.KeyEnableTopology])
 		if err != nil {
-			problems = append(problems, problem{names.ReasonInvalidConfig, sentence(err.Error())})
+			problems = append(problems, configProblem(err))
 		}
 		cfg.Override = o
 	}
 	ccIn := cloudconfig.Input{UserConfig: userINI, CloudName: cfg.CloudName, HasCA: cfg.CABundle != ""}
 	if cfg.ControllerConf, err = cloudconfig.Controller(ccIn); err != nil {
-		problems = append(problems, problem{names.ReasonInvalidConfig, sentence(err.Error())})
+		problems = append(problems, configProblem(err))
 	} else if cfg.NodeConf, err = cloudconfig.Node(ccIn); err != nil {
-		problems = append(problems, problem{names.ReasonInvalidConfig, sentence(err.Error())})
+		problems = append(problems, configProblem(err))
 	}
 
 	if in.CloudConf != nil {
@@ -271,6 +276,17 @@ func checkCloudsYAML(data []byte, cloud string) string {
 		return fmt.Sprintf("has no auth.auth_url for cloud %q.", cloud)
 	}
 	return ""
+}
+
+// configProblem words an error of the user's configuration as a problem. A cinder-csi-config
+// error starts with the ConfigMap's bare name: it gets the namespace, so the message names the
+// object to fix, and is not capitalised into a name that does not exist.
+func configProblem(err error) problem {
+	var ce *cloudconfig.ConfigError
+	if errors.As(err, &ce) {
+		return problem{names.ReasonInvalidConfig, sentence(fmt.Sprintf("ConfigMap %s/%s", names.OpenShiftConfigNamespace, err.Error()))}
+	}
+	return problem{names.ReasonInvalidConfig, sentence(err.Error())}
 }
 
 // sentence makes an error text a condition sentence.

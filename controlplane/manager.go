@@ -17,7 +17,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,6 +74,7 @@ var managedSelector = labels.SelectorFromSet(labels.Set{names.ManagedByLabel: na
 // these managers and none may watch it whole. The guest cache holds the ClusterCSIDriver and the
 // two ConfigMaps this manager reads or writes, selected by name.
 func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
+	byName := func(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }
 	mgmt = cache.Options{
 		DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
 		ByObject: map[client.Object]cache.ByObject{
@@ -83,12 +83,12 @@ func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
 			&corev1.Service{}:               {Label: managedSelector},
 			&policyv1.PodDisruptionBudget{}: {Label: managedSelector},
 			// The HostedControlPlane namespace holds many Secrets (etcd and kubeconfig
-			// material among them). Only the credentials are needed, and only to hash and
-			// parse them: keep the data of that one Secret and drop everything else's.
-			&corev1.Secret{}: {Transform: keepSecretData(names.CredentialsSecret)},
+			// material among them). Only the credentials are needed: list and watch that
+			// one Secret by name, so that the operator's RBAC can be limited to it
+			// (manifests/install) and no other Secret is ever sent to it.
+			&corev1.Secret{}: {Field: byName(names.CredentialsSecret)},
 		},
 	}
-	byName := func(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }
 	guestConfigMaps := map[string]cache.Config{
 		names.GuestNamespace:           {FieldSelector: byName(nodeCloudConfName(cfg.HyperShift))},
 		names.OpenShiftConfigNamespace: {FieldSelector: byName(names.UserConfigMap)},
@@ -107,25 +107,6 @@ func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
 		guest.ByObject[&configv1.Proxy{}] = cache.ByObject{Field: byName(names.ProxyName)}
 	}
 	return mgmt, guest
-}
-
-// keepSecretData returns a cache transform that empties the data of every Secret but the named
-// ones.
-func keepSecretData(keep ...string) toolscache.TransformFunc {
-	return func(obj any) (any, error) {
-		s, ok := obj.(*corev1.Secret)
-		if !ok {
-			return obj, nil
-		}
-		for _, n := range keep {
-			if s.Name == n {
-				return s, nil
-			}
-		}
-		s.Data = nil
-		s.StringData = nil
-		return s, nil
-	}
 }
 
 // Setup adds the controlplane reconciler to mgr. mgmt is the cluster (and cache) of the controller

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
@@ -126,11 +128,25 @@ func (r *Reconciler) detect(ctx context.Context, in detectionInputs) (enabled bo
 		UserAgent:  "cinder-csi-operator",
 	})
 	if err != nil {
-		return false, nil, nil, topology.Classify(err)
+		return false, nil, nil, detectionFailed(ctx, err)
+	}
+	// A client per detection, so rotated credentials are always the ones used; its idle
+	// connections are released right after.
+	if c, ok := lister.(interface{ Close() }); ok {
+		defer c.Close()
 	}
 	d, err := topology.Detect(ctx, lister)
 	if err != nil {
-		return false, nil, nil, topology.Classify(err)
+		return false, nil, nil, detectionFailed(ctx, err)
 	}
 	return d.Enabled, d.ComputeZones, d.VolumeZones, ""
+}
+
+// detectionFailed logs why a detection failed and classifies the error. The condition gets only
+// the reason's stable sentence, so the log is the one place with the detail (which address, which
+// TLS error); the topology package's errors are already scrubbed of the credentials.
+func detectionFailed(ctx context.Context, err error) topology.Reason {
+	reason := topology.Classify(err)
+	ctrl.LoggerFrom(ctx).Error(err, "Listing the OpenStack availability zones failed", "reason", reason)
+	return reason
 }

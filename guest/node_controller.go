@@ -152,7 +152,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, err
 	}
 
-	guest := apply.New(r.Guest, names.FieldOwnerGuest)
+	guest := apply.New(r.Guest, names.FieldOwnerGuest).Adopting(names.LegacyFieldOwners...)
 	staticErr := r.applyStatic(ctx, guest)
 	st.FoldError(names.ConditionStaticResourcesDegraded, staticErr, names.ReasonApplyFailed,
 		"Applying the CSI driver's ServiceAccount, RBAC or CSIDriver failed; the operator retries. See the operator log for the API error.")
@@ -327,13 +327,18 @@ func (r *Reconciler) writeStatus(ctx context.Context, driver *operatorv1.Cluster
 	r.recordTransitions(driver, conds)
 	list := make([]any, 0, len(conds))
 	for _, c := range conds {
-		list = append(list, map[string]any{
+		cond := map[string]any{
 			"type":               c.Type,
 			"status":             string(c.Status),
 			"reason":             c.Reason,
-			"message":            c.Message,
 			"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-		})
+		}
+		// message is omitempty: the cached object never shows an empty one, so sending ""
+		// would never compare equal and every reconcile would re-send the status.
+		if c.Message != "" {
+			cond["message"] = c.Message
+		}
+		list = append(list, cond)
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": operatorv1.GroupVersion.String(),

@@ -52,7 +52,19 @@ type OperatorOptions struct {
 	// tests can assert on the operator's log, for example that no secret value is ever in it.
 	// It must be safe for concurrent writes.
 	LogOutput io.Writer
+	// WrapConfig, when set, adjusts the REST configuration a manager ("controlplane", "guest"
+	// or "standalone") uses for a cluster (ClusterManagement or ClusterGuest; the one cluster
+	// of standalone mode is ClusterManagement), for example to impersonate the operator's
+	// ServiceAccount so that the managers run under exactly the RBAC of the install manifests.
+	// It gets a copy it may change and return.
+	WrapConfig func(manager, cluster string, cfg *rest.Config) *rest.Config
 }
+
+// Cluster names passed to OperatorOptions.WrapConfig.
+const (
+	ClusterManagement = "management"
+	ClusterGuest      = "guest"
+)
 
 // Operator is an operator running in this process: in HyperShift mode the controlplane and guest
 // managers, in standalone mode the one.
@@ -80,7 +92,10 @@ func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	zapOpts := []zap.Opts{zap.UseDevMode(true), zap.Level(loglevel.NewLive(2).Level())}
+	// One live level for the logger and the managers, so spec.operatorLogLevel changes the
+	// in-process operator's verbosity as it does the real one's.
+	live := loglevel.NewLive(2)
+	zapOpts := []zap.Opts{zap.UseDevMode(true), zap.Level(live.Level())}
 	if o.LogOutput != nil {
 		zapOpts = append(zapOpts, zap.WriteTo(io.MultiWriter(os.Stderr, o.LogOutput)))
 	}
@@ -89,18 +104,22 @@ func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
 	ctrl.SetLogger(logger)
 
 	op := &Operator{Requests: map[string]*RequestLog{}, Reconciles: reconciles, done: make(chan error, 3)}
-	counted := func(name string, cfg *rest.Config) *rest.Config {
+	counted := func(name, cluster string, cfg *rest.Config) *rest.Config {
 		log := op.Requests[name]
 		if log == nil {
 			log = &RequestLog{}
 			op.Requests[name] = log
 		}
-		return log.Wrap(cfg, name)
+		cfg = log.Wrap(cfg, name)
+		if o.WrapConfig != nil {
+			cfg = o.WrapConfig(name, cluster, cfg)
+		}
+		return cfg
 	}
 	common := func() operator.Common {
 		return operator.Common{
 			Logger:                       logger,
-			LogLevel:                     loglevel.NewLive(2),
+			LogLevel:                     live,
 			LeaderElection:               o.LeaderElection,
 			LeaderElectionNamespace:      e.Namespace,
 			MetricsBindAddress:           "0",
@@ -111,7 +130,7 @@ func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
 
 	var managers []*clusters.Manager
 	if e.Mode == ModeHyperShift {
-		cp := operator.ControlPlane{Common: common(), Mgmt: counted("controlplane", e.MgmtConfig()), Guest: counted("controlplane", e.GuestConfig())}
+		cp := operator.ControlPlane{Common: common(), Mgmt: counted("controlplane", ClusterManagement, e.MgmtConfig()), Guest: counted("controlplane", ClusterGuest, e.GuestConfig())}
 		cp.LeaderConfig = cp.Mgmt
 		cp.Config.Namespace, cp.Config.Images = e.Namespace, ctrlImages
 		cp.Config.TopologyRecheckInterval, cp.Config.OpenStackTimeout = o.TopologyRecheckInterval, o.OpenStackTimeout
@@ -119,8 +138,8 @@ func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
 		if err != nil {
 			return nil, err
 		}
-		g := operator.Guest{Common: common(), Guest: counted("guest", e.GuestConfig())}
-		g.LeaderConfig = counted("guest", e.MgmtConfig())
+		g := operator.Guest{Common: common(), Guest: counted("guest", ClusterGuest, e.GuestConfig())}
+		g.LeaderConfig = counted("guest", ClusterManagement, e.MgmtConfig())
 		g.Config.Images = nodeImages
 		gm, err := operator.NewGuest(g)
 		if err != nil {
@@ -128,7 +147,7 @@ func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
 		}
 		managers = append(managers, m, gm)
 	} else {
-		s := operator.Standalone{Common: common(), Cluster: counted("standalone", e.MgmtConfig())}
+		s := operator.Standalone{Common: common(), Cluster: counted("standalone", ClusterManagement, e.MgmtConfig())}
 		s.ControlPlane.Namespace, s.ControlPlane.Images, s.Guest.Images = e.Namespace, ctrlImages, nodeImages
 		s.ControlPlane.TopologyRecheckInterval, s.ControlPlane.OpenStackTimeout = o.TopologyRecheckInterval, o.OpenStackTimeout
 		m, err := operator.NewStandalone(s)

@@ -18,6 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
@@ -43,11 +46,34 @@ type Applier struct {
 	Reader client.Reader
 	// Owner is the server-side apply field manager.
 	Owner string
+	// Adopt names field managers whose Update-style ownership the applier takes over before
+	// its first apply to an object: the operator this one replaces. See Adopting.
+	Adopt []string
 }
 
 // New returns an Applier that writes through c, compares against c's reads and applies as owner.
 func New(c client.Client, owner string) *Applier {
 	return &Applier{Client: c, Reader: c, Owner: owner}
+}
+
+// Adopting makes the applier take over the fields that managers, which wrote an object with
+// create and update rather than apply (csi-operator's library-go), own on it, and returns a.
+//
+// A forced apply takes over only the fields it sends: fields an adopted object has and the
+// applier does not send (a Secret volume, an env var, a hash annotation of the replaced operator)
+// would stay forever under the old manager. So before the first apply to an object that still
+// has such a manager, its field set is merged into Owner's (client-go's csaupgrade, as kubectl
+// does when it moves from client-side to server-side apply); the apply then removes what Owner
+// no longer sends, in the same single change that takes the object over, so a workload rolls
+// once.
+//
+// Adopted objects are often outside the cache (which selects the managed-by label they do not
+// carry yet), so when the cache does not have an object it is read once from the API server;
+// Client must therefore read unstructured objects uncached, controller-runtime's default. At rest
+// every applied object is in the cache and nothing more is read.
+func (a *Applier) Adopting(managers ...string) *Applier {
+	a.Adopt = managers
+	return a
 }
 
 // Apply server-side-applies obj (its metadata and spec; never its status) unless the live object
@@ -78,7 +104,13 @@ func (a *Applier) apply(ctx context.Context, obj client.Object, subresource stri
 	if err != nil {
 		return Unchanged, err
 	}
-	if live != nil && Matches(desired, live, a.Owner, subresource) {
+	adopted := false
+	if subresource == "" && len(a.Adopt) > 0 {
+		if adopted, err = a.adopt(ctx, gvk, client.ObjectKeyFromObject(obj), live); err != nil {
+			return Unchanged, err
+		}
+	}
+	if !adopted && live != nil && Matches(desired, live, a.Owner, subresource) {
 		return Unchanged, nil
 	}
 
@@ -94,6 +126,35 @@ func (a *Applier) apply(ctx context.Context, obj client.Object, subresource stri
 		return Unchanged, fmt.Errorf("applying %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
 	}
 	return Applied, nil
+}
+
+// adopt merges the fields the Adopt managers own on the object into Owner's field set, and
+// reports whether it did. live is the object from the cache, or nil; then the API server is asked.
+func (a *Applier) adopt(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey, live client.Object) (bool, error) {
+	if live == nil {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		if err := a.Client.Get(ctx, key, u); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return false, fmt.Errorf("reading %s %s: %w", gvk.Kind, key, err)
+		}
+		live = u
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(a.Adopt...), a.Owner)
+	if err != nil {
+		return false, fmt.Errorf("computing the adoption of %s %s: %w", gvk.Kind, key, err)
+	}
+	if patch == nil {
+		return false, nil
+	}
+	// The patch also sets the resourceVersion it was computed from: it fails with a conflict,
+	// and the reconcile is retried, if the object changed since.
+	if err := a.Client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(a.Owner)); err != nil {
+		return false, fmt.Errorf("taking over the fields of %v on %s %s: %w", a.Adopt, gvk.Kind, key, err)
+	}
+	return true, nil
 }
 
 // Delete deletes the object named by obj if it exists. Deleting an object that is already gone

@@ -16,13 +16,19 @@ import (
 // one apply request that the API server then finds to be a no-op.
 //
 // Two things must hold:
-//   - every value desired sets is already present in live (desired is a subset of live; lists
-//     must have the same length, element by element, because most lists the operator sets are
-//     atomic or fully owned by it);
+//   - every value desired sets is already present in live (desired is a subset of live). An
+//     atomic list must have the same length and match element by element, because the apply
+//     replaces it whole. An associative list (keyed, or a set), as the owner's managed fields
+//     record it, is matched item by item by key: items other owners added may stay, as they
+//     would after the apply (the other manager's ClusterCSIDriver conditions, for example);
 //   - the owner's managed fields in live are exactly the fields desired sets. A field the owner
 //     manages but no longer sends would be removed by the apply; a field it sends but does not
 //     manage yet (an adopted object) would change ownership.
 func Matches(desired map[string]any, live client.Object, owner, subresource string) bool {
+	owned, ok := ownedFields(live.GetManagedFields(), owner, subresource)
+	if !ok {
+		return false
+	}
 	liveMap, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
 	if err != nil {
 		return false
@@ -31,13 +37,9 @@ func Matches(desired map[string]any, live client.Object, owner, subresource stri
 		if k == "apiVersion" || k == "kind" {
 			continue
 		}
-		if !subset(v, liveMap[k]) {
+		if !subset(v, liveMap[k], childSet(owned, "f:"+k)) {
 			return false
 		}
-	}
-	owned, ok := ownedFields(live.GetManagedFields(), owner, subresource)
-	if !ok {
-		return false
 	}
 	return sameFields(topLevel(desired), owned)
 }
@@ -85,8 +87,9 @@ func ownedFields(entries []metav1.ManagedFieldsEntry, owner, subresource string)
 	return nil, false
 }
 
-// subset reports whether every value in want is present in have.
-func subset(want, have any) bool {
+// subset reports whether every value in want is present in have. set is the owner's FieldsV1
+// node for want (nil when unknown); it tells an associative list from an atomic one.
+func subset(want, have any, set map[string]any) bool {
 	switch w := want.(type) {
 	case map[string]any:
 		h, ok := have.(map[string]any)
@@ -95,18 +98,29 @@ func subset(want, have any) bool {
 		}
 		for k, v := range w {
 			hv, ok := h[k]
-			if !ok || !subset(v, hv) {
+			if !ok || !subset(v, hv, childSet(set, "f:"+k)) {
 				return false
 			}
 		}
 		return true
 	case []any:
 		h, ok := have.([]any)
-		if !ok || len(h) != len(w) {
+		if !ok {
+			return false
+		}
+		if countPrefix(set, "k:")+countPrefix(set, "v:") > 0 {
+			for _, item := range w {
+				if !containsItem(h, item, set) {
+					return false
+				}
+			}
+			return true
+		}
+		if len(h) != len(w) {
 			return false
 		}
 		for i := range w {
-			if !subset(w[i], h[i]) {
+			if !subset(w[i], h[i], nil) {
 				return false
 			}
 		}
@@ -114,6 +128,36 @@ func subset(want, have any) bool {
 	default:
 		return scalarEqual(want, have)
 	}
+}
+
+// containsItem reports whether the associative list have holds item: the live item with the
+// same key (set's "k:" entry that names item) holding item's values, or, for a set ("v:"
+// entries), an equal value. An item set does not name is not contained: the apply would add it.
+func containsItem(have []any, item any, set map[string]any) bool {
+	one := []any{item}
+	for k, e := range set {
+		switch {
+		case strings.HasPrefix(k, "k:"):
+			if findItem(one, k) != 0 {
+				continue
+			}
+			child, _ := e.(map[string]any)
+			i := findItem(have, k)
+			return i >= 0 && subset(item, have[i], withoutDotSet(child))
+		case strings.HasPrefix(k, "v:"):
+			if findItem(one, k) != 0 {
+				continue
+			}
+			return findItem(have, k) >= 0
+		}
+	}
+	return false
+}
+
+// childSet returns the FieldsV1 node under key, or nil.
+func childSet(set map[string]any, key string) map[string]any {
+	child, _ := set[key].(map[string]any)
+	return child
 }
 
 // sameFields reports whether the fields set in value are exactly the fields in set (a decoded

@@ -122,6 +122,14 @@ const (
 	FieldOwnerGuest        = "cinder-csi-operator-guest"
 )
 
+// LegacyFieldOwners are the field managers of csi-operator's writes, whose objects this operator
+// adopts. csi-operator creates and updates through library-go's resourceapply without naming a
+// field manager, so the API server records the prefix of its user agent: the name of its binary,
+// openstack-cinder-csi-driver-operator. Their fields are taken over before the first apply, so
+// that nothing csi-operator set and this operator does not (the credentials volume of the node
+// plugin, for one) survives the switch.
+var LegacyFieldOwners = []string{"openstack-cinder-csi-driver-operator"}
+
 // Leader election lock names, one per manager.
 const (
 	LeaderElectionControlPlane = "cinder-csi-operator-controlplane-lock"

@@ -1,0 +1,289 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	operatorv1 "github.com/openshift/api/operator/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+)
+
+// condState is the part of a condition a setter decides.
+type condState struct {
+	Status  operatorv1.ConditionStatus
+	Reason  string
+	Message string
+}
+
+// conditionsOf returns the recorded conditions by type.
+func conditionsOf(s *conditions.Set) map[string]condState {
+	out := map[string]condState{}
+	for _, c := range s.List() {
+		out[c.Type] = condState{c.Status, c.Reason, c.Message}
+	}
+	return out
+}
+
+// newSet returns an empty condition set stamped at the given time.
+func newSet(at time.Time) *conditions.Set {
+	return conditions.New(nil, metav1.NewTime(at))
+}
+
+// statusDeployment returns a Deployment with the given spec replicas, generation and status.
+func statusDeployment(replicas *int32, generation int64, st appsv1.DeploymentStatus) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: names.ControllerDeployment, Generation: generation},
+		Spec:       appsv1.DeploymentSpec{Replicas: replicas},
+		Status:     st,
+	}
+}
+
+func TestSetControllerConditions(t *testing.T) {
+	t.Parallel()
+	const (
+		avail = names.ConditionControllerAvailable
+		prog  = names.ConditionControllerProgressing
+		degr  = names.ConditionControllerDegraded
+	)
+	rolledOut := appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
+	notDegraded := condState{operatorv1.ConditionFalse, names.ReasonAsExpected, ""}
+	applyFailed := condState{operatorv1.ConditionTrue, names.ReasonApplyFailed,
+		"Applying the CSI controller objects failed; the operator retries. See the operator log for the API error."}
+
+	tests := []struct {
+		name       string
+		dep        *appsv1.Deployment
+		waitingFor string
+		applyErr   error
+		want       map[string]condState
+	}{
+		{
+			name:       "When there is no Deployment and the configuration is missing, it should say what it waits for",
+			waitingFor: "The CSI controller waits for valid configuration: Secret x has no clouds.yaml key.",
+			want: map[string]condState{
+				avail: {operatorv1.ConditionFalse, names.ReasonWaitingForConfig, "The CSI controller waits for valid configuration: Secret x has no clouds.yaml key."},
+				prog:  {operatorv1.ConditionFalse, names.ReasonWaitingForConfig, "The CSI controller waits for valid configuration: Secret x has no clouds.yaml key."},
+				degr:  notDegraded,
+			},
+		},
+		{
+			name: "When there is no Deployment yet, it should report it being created",
+			want: map[string]condState{
+				avail: {operatorv1.ConditionFalse, names.ReasonDeploying, "The CSI controller Deployment is being created."},
+				prog:  {operatorv1.ConditionTrue, names.ReasonDeploying, "The CSI controller Deployment is being created."},
+				degr:  notDegraded,
+			},
+		},
+		{
+			name: "When one of two replicas is updated and available, it should be available and rolling out",
+			dep: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
+				ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 1,
+			}),
+			want: map[string]condState{
+				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "1 of 2 CSI controller replicas are available."},
+				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 1 of 2 replicas updated and available."},
+				degr:  notDegraded,
+			},
+		},
+		{
+			name: "When the Deployment controller has not observed the new generation, it should be rolling out",
+			dep:  statusDeployment(ptr.To[int32](2), 3, rolledOut),
+			want: map[string]condState{
+				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
+				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 2 of 2 replicas updated and available."},
+				degr:  notDegraded,
+			},
+		},
+		{
+			name: "When old pods still run next to the updated ones, it should be rolling out",
+			dep: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
+				ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 2, AvailableReplicas: 3,
+			}),
+			want: map[string]condState{
+				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
+				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 2 of 2 replicas updated and available."},
+				degr:  notDegraded,
+			},
+		},
+		{
+			name: "When every replica is updated and available, it should be available and rolled out",
+			dep:  statusDeployment(ptr.To[int32](2), 2, rolledOut),
+			want: map[string]condState{
+				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
+				prog:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
+				degr:  notDegraded,
+			},
+		},
+		{
+			name: "When the Deployment has no replica count, it should expect one replica",
+			dep: statusDeployment(nil, 1, appsv1.DeploymentStatus{
+				ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1,
+			}),
+			want: map[string]condState{
+				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "1 of 1 CSI controller replicas are available."},
+				prog:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
+				degr:  notDegraded,
+			},
+		},
+		{
+			name: "When no replica is available, it should not be available and point at the pods",
+			dep:  statusDeployment(ptr.To[int32](1), 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1}),
+			want: map[string]condState{
+				avail: {operatorv1.ConditionFalse, names.ReasonNotAvailable, "No CSI controller replica is available yet; check the openstack-cinder-csi-driver-controller pods."},
+				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 0 of 1 replicas updated and available."},
+				degr:  notDegraded,
+			},
+		},
+		{
+			name: "When the rollout exceeded its progress deadline, it should be degraded as stuck",
+			dep: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
+				ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1, AvailableReplicas: 2,
+				Conditions: []appsv1.DeploymentCondition{{
+					Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded",
+					Message: `ReplicaSet "openstack-cinder-csi-driver-controller-7d9f8b6c5d" has timed out progressing.`,
+				}},
+			}),
+			want: map[string]condState{
+				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
+				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 1 of 2 replicas updated and available."},
+				degr: {operatorv1.ConditionTrue, names.ReasonRolloutStuck,
+					"The CSI controller rollout exceeded its progress deadline; check the openstack-cinder-csi-driver-controller pods and events."},
+			},
+		},
+		{
+			name: "When the Progressing condition is False for another reason, it should not be degraded",
+			dep: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
+				ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2,
+				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "SomethingElse"}},
+			}),
+			want: map[string]condState{
+				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
+				prog:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
+				degr:  notDegraded,
+			},
+		},
+		{
+			name:     "When applying failed, it should be degraded with a stable message that does not quote the error",
+			dep:      statusDeployment(ptr.To[int32](2), 2, rolledOut),
+			applyErr: errors.New(`applying Deployment clusters-x/openstack-cinder-csi-driver-controller: Operation cannot be fulfilled: resourceVersion "48213"`),
+			want: map[string]condState{
+				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
+				prog:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
+				degr:  applyFailed,
+			},
+		},
+		{
+			name: "When applying failed and the rollout is stuck, it should report the apply failure",
+			dep: statusDeployment(ptr.To[int32](1), 1, appsv1.DeploymentStatus{
+				ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1,
+				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}},
+			}),
+			applyErr: errors.New("boom"),
+			want: map[string]condState{
+				avail: {operatorv1.ConditionFalse, names.ReasonNotAvailable, "No CSI controller replica is available yet; check the openstack-cinder-csi-driver-controller pods."},
+				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 0 of 1 replicas updated and available."},
+				degr:  applyFailed,
+			},
+		},
+		{
+			name:     "When applying failed with a reasoned error, it should use that error's reason and message",
+			applyErr: conditions.WithReason(errors.New("raw"), "CustomReason", "Fix the thing."),
+			want: map[string]condState{
+				avail: {operatorv1.ConditionFalse, names.ReasonDeploying, "The CSI controller Deployment is being created."},
+				prog:  {operatorv1.ConditionTrue, names.ReasonDeploying, "The CSI controller Deployment is being created."},
+				degr:  {operatorv1.ConditionTrue, "CustomReason", "Fix the thing."},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := newSet(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+			setControllerConditions(s, tt.dep, tt.waitingFor, tt.applyErr)
+			g.Expect(conditionsOf(s)).To(Equal(tt.want))
+		})
+	}
+
+	t.Run("When the same state is seen at another time with another error text, it should produce the same messages", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		dep := statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 1})
+		first := newSet(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		second := newSet(time.Date(2026, 7, 8, 9, 10, 11, 0, time.UTC))
+		setControllerConditions(first, dep, "", fmt.Errorf("conflict at %s", time.Now()))
+		setControllerConditions(second, dep.DeepCopy(), "", fmt.Errorf("conflict at %s", time.Now().Add(time.Hour)))
+		g.Expect(conditionsOf(second)).To(Equal(conditionsOf(first)))
+	})
+}
+
+func TestSetTopologyCondition(t *testing.T) {
+	t.Parallel()
+	const typ = names.ConditionTopologyDegraded
+	tests := []struct {
+		name string
+		d    topologyDecision
+		want condState
+	}{
+		{
+			name: "When the user overrides topology, it should say so and not be degraded",
+			d:    topologyDecision{Enabled: true, Source: sourceOverride},
+			want: condState{operatorv1.ConditionFalse, names.ReasonAsExpected,
+				"Topology is enabled (set by enable_topology in openshift-config/cinder-csi-config)."},
+		},
+		{
+			name: "When detection enabled topology, it should explain the zone rule",
+			d:    topologyDecision{Enabled: true, Source: sourceDetected, ComputeZones: []string{"az1"}, VolumeZones: []string{"az1"}, RecheckIn: time.Minute},
+			want: condState{operatorv1.ConditionFalse, names.ReasonAsExpected,
+				"Topology is enabled (every compute availability zone has a volume availability zone of the same name)."},
+		},
+		{
+			name: "When detection disabled topology, it should explain the zone rule without naming zones",
+			d:    topologyDecision{Source: sourceDetected, ComputeZones: []string{"az1", "az2"}, VolumeZones: []string{"nova"}},
+			want: condState{operatorv1.ConditionFalse, names.ReasonAsExpected,
+				"Topology is disabled (some compute availability zone has no volume availability zone of the same name)."},
+		},
+		{
+			name: "When detection failed and a last known decision exists, it should be degraded and keep that decision",
+			d:    topologyDecision{Enabled: true, Source: sourceLastKnown, Failure: topology.ReasonUnreachable, RecheckIn: time.Minute},
+			want: condState{operatorv1.ConditionTrue, names.ReasonOpenStackUnavailable,
+				"Listing the OpenStack availability zones failed: " + topology.Message(topology.ReasonUnreachable) +
+					". Topology stays enabled (the last known decision); the operator retries."},
+		},
+		{
+			name: "When detection failed before any decision, it should be degraded and keep topology disabled",
+			d:    topologyDecision{Source: sourceDefault, Failure: topology.ReasonAuthenticationFailed},
+			want: condState{operatorv1.ConditionTrue, names.ReasonOpenStackUnavailable,
+				"Listing the OpenStack availability zones failed: " + topology.Message(topology.ReasonAuthenticationFailed) +
+					". Topology stays disabled (no decision could be made yet); the operator retries."},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := newSet(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+			setTopologyCondition(s, tt.d)
+			g.Expect(conditionsOf(s)).To(Equal(map[string]condState{typ: tt.want}))
+		})
+	}
+
+	t.Run("When the recheck time differs, it should produce the same message", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		a, b := newSet(time.Unix(0, 0)), newSet(time.Unix(1e9, 0))
+		setTopologyCondition(a, topologyDecision{Source: sourceLastKnown, Failure: topology.ReasonTimeout, RecheckIn: time.Second})
+		setTopologyCondition(b, topologyDecision{Source: sourceLastKnown, Failure: topology.ReasonTimeout, RecheckIn: 59 * time.Second})
+		g.Expect(conditionsOf(a)).To(Equal(conditionsOf(b)))
+	})
+}
