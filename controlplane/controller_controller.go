@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -264,52 +263,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, driver *operatorv1.Cluster
 	if len(conds) == 0 {
 		return nil
 	}
-	r.recordTransitions(driver, conds)
-	list := make([]any, 0, len(conds))
-	for _, c := range conds {
-		cond := map[string]any{
-			"type":               c.Type,
-			"status":             string(c.Status),
-			"reason":             c.Reason,
-			"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-		}
-		// message is omitempty: the cached object never shows an empty one, so sending ""
-		// would never compare equal and every reconcile would re-send the status.
-		if c.Message != "" {
-			cond["message"] = c.Message
-		}
-		list = append(list, cond)
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": operatorv1.GroupVersion.String(),
-		"kind":       "ClusterCSIDriver",
-		"metadata":   map[string]any{"name": driver.Name},
-		"status":     map[string]any{"conditions": list},
-	}}
-	if _, err := apply.New(r.Guest, r.fieldOwner()).ApplyStatus(ctx, u); err != nil {
-		return fmt.Errorf("writing ClusterCSIDriver conditions: %w", err)
-	}
-	return nil
-}
-
-// recordTransitions emits an Event on the ClusterCSIDriver when a Degraded condition changes.
-func (r *Reconciler) recordTransitions(driver *operatorv1.ClusterCSIDriver, conds []operatorv1.OperatorCondition) {
-	if r.Recorder == nil {
-		return
-	}
-	for _, c := range conds {
-		if !strings.HasSuffix(c.Type, "Degraded") {
-			continue
-		}
-		was := conditions.Find(driver.Status.Conditions, c.Type)
-		wasTrue := was != nil && was.Status == operatorv1.ConditionTrue
-		switch {
-		case c.Status == operatorv1.ConditionTrue && !wasTrue:
-			r.Recorder.Eventf(driver, nil, corev1.EventTypeWarning, c.Reason, "Degraded", "%s: %s", c.Type, c.Message)
-		case c.Status != operatorv1.ConditionTrue && wasTrue:
-			r.Recorder.Eventf(driver, nil, corev1.EventTypeNormal, "Recovered", "Recovered", "%s is no longer degraded.", c.Type)
-		}
-	}
+	conditions.RecordTransitions(r.Recorder, driver, conds)
+	return conditions.ApplyStatus(ctx, apply.New(r.Guest, r.fieldOwner()), driver.Name, conds, nil)
 }
 
 // applyOperatorLogLevel sets the operator's own verbosity from spec.operatorLogLevel. An unknown

@@ -17,7 +17,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -321,54 +320,12 @@ func (r *Reconciler) remove(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// writeStatus applies this manager's conditions and status.observedGeneration.
+// writeStatus applies this manager's conditions and status.observedGeneration, and records an
+// Event for every condition that turned Degraded or recovered.
 func (r *Reconciler) writeStatus(ctx context.Context, driver *operatorv1.ClusterCSIDriver, st *conditions.Set) error {
 	conds := st.List()
-	r.recordTransitions(driver, conds)
-	list := make([]any, 0, len(conds))
-	for _, c := range conds {
-		cond := map[string]any{
-			"type":               c.Type,
-			"status":             string(c.Status),
-			"reason":             c.Reason,
-			"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-		}
-		// message is omitempty: the cached object never shows an empty one, so sending ""
-		// would never compare equal and every reconcile would re-send the status.
-		if c.Message != "" {
-			cond["message"] = c.Message
-		}
-		list = append(list, cond)
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": operatorv1.GroupVersion.String(),
-		"kind":       "ClusterCSIDriver",
-		"metadata":   map[string]any{"name": driver.Name},
-		"status":     map[string]any{"observedGeneration": driver.Generation, "conditions": list},
-	}}
-	if _, err := apply.New(r.Guest, names.FieldOwnerGuest).ApplyStatus(ctx, u); err != nil {
-		return fmt.Errorf("writing ClusterCSIDriver conditions: %w", err)
-	}
-	return nil
-}
-
-func (r *Reconciler) recordTransitions(driver *operatorv1.ClusterCSIDriver, conds []operatorv1.OperatorCondition) {
-	if r.Recorder == nil {
-		return
-	}
-	for _, c := range conds {
-		if !strings.HasSuffix(c.Type, "Degraded") {
-			continue
-		}
-		was := conditions.Find(driver.Status.Conditions, c.Type)
-		wasTrue := was != nil && was.Status == operatorv1.ConditionTrue
-		switch {
-		case c.Status == operatorv1.ConditionTrue && !wasTrue:
-			r.Recorder.Eventf(driver, nil, corev1.EventTypeWarning, c.Reason, "Degraded", "%s: %s", c.Type, c.Message)
-		case c.Status != operatorv1.ConditionTrue && wasTrue:
-			r.Recorder.Eventf(driver, nil, corev1.EventTypeNormal, "Recovered", "Recovered", "%s is no longer degraded.", c.Type)
-		}
-	}
+	conditions.RecordTransitions(r.Recorder, driver, conds)
+	return conditions.ApplyStatus(ctx, apply.New(r.Guest, names.FieldOwnerGuest), driver.Name, conds, &driver.Generation)
 }
 
 func setUnmanaged(st *conditions.Set, ds *appsv1.DaemonSet) {
