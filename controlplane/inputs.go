@@ -204,7 +204,7 @@ func (r *Reconciler) resolve(driver *operatorv1.ClusterCSIDriver, in *inputs) (*
 			fmt.Sprintf("Secret %s/%s has no %s key.", r.Config.Namespace, names.CredentialsSecret, names.KeyCloudsYAML)})
 	default:
 		cfg.CloudsYAML = in.Credentials.Data[names.KeyCloudsYAML]
-		if msg := checkCloudsYAML(cfg.CloudsYAML, cfg.CloudName); msg != "" {
+		if msg := checkCloudsYAML(cfg.CloudsYAML, cfg.CloudName, r.Config.HyperShift); msg != "" {
 			problems = append(problems, problem{names.ReasonInvalidCredentials,
 				fmt.Sprintf("%s in Secret %s/%s %s", names.KeyCloudsYAML, r.Config.Namespace, names.CredentialsSecret, msg)})
 		}
@@ -257,7 +257,8 @@ func caBundle(in *inputs) string {
 
 // checkCloudsYAML checks, without contacting OpenStack, that clouds.yaml parses and names the
 // cloud with an auth URL. It returns a message fragment (never quoting the file) or "".
-func checkCloudsYAML(data []byte, cloud string) string {
+// hyperShift tells where the cloud name comes from, so that the message points the user at it.
+func checkCloudsYAML(data []byte, cloud string, hyperShift bool) string {
 	var doc struct {
 		Clouds map[string]struct {
 			Auth struct {
@@ -270,6 +271,10 @@ func checkCloudsYAML(data []byte, cloud string) string {
 	}
 	c, ok := doc.Clouds[cloud]
 	if !ok {
+		if !hyperShift {
+			return fmt.Sprintf("has no cloud named %q (the Infrastructure %s status.platformStatus.openstack.cloudName, %q when unset).",
+				cloud, names.InfrastructureName, defaultCloudName)
+		}
 		return fmt.Sprintf("has no cloud named %q (the HostedControlPlane's identityRef cloudName).", cloud)
 	}
 	if c.Auth.AuthURL == "" {

@@ -205,8 +205,10 @@ func (e *Env) Stop() {
 	}
 }
 
-// MgmtConfig and GuestConfig return admin REST configurations.
-func (e *Env) MgmtConfig() *rest.Config  { return e.Mgmt.RESTConfig() }
+// MgmtConfig returns an admin REST configuration of the management cluster.
+func (e *Env) MgmtConfig() *rest.Config { return e.Mgmt.RESTConfig() }
+
+// GuestConfig returns an admin REST configuration of the guest cluster.
 func (e *Env) GuestConfig() *rest.Config { return e.Guest.RESTConfig() }
 
 // Path returns a path inside the environment's directory.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -65,7 +66,7 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 		if err != nil {
 			return nil, err
 		}
-		args := append(r.args, "--namespace="+e.Namespace,
+		args := append(slices.Clone(r.args), "--namespace="+e.Namespace,
 			"--metrics-bind-address="+metrics, "--health-probe-bind-address="+health)
 		if o.TopologyRecheckInterval > 0 && r.name != "guest" {
 			args = append(args, "--topology-recheck-interval="+o.TopologyRecheckInterval.String())
@@ -104,15 +105,17 @@ func (p *Processes) Stop() error {
 		_ = c.Process.Signal(syscall.SIGTERM)
 		done := make(chan error, 1)
 		go func() { done <- c.Wait() }()
+		var err error
 		select {
-		case err := <-done:
-			var exit *exec.ExitError
-			if err != nil && !errors.As(err, &exit) {
-				errs = append(errs, err)
-			}
+		case err = <-done:
 		case <-time.After(10 * time.Second):
 			_ = c.Process.Kill()
-			<-done
+			err = <-done
+		}
+		// An exit status (including "killed") is how a stopped operator ends.
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			errs = append(errs, err)
 		}
 	}
 	p.cmds = nil
@@ -124,6 +127,6 @@ func freeAddr() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+	addr := "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return addr, l.Close()
 }

@@ -515,7 +515,7 @@ func (c *Cluster) waitAPIServer(ctx context.Context, server string, caPEM []byte
 		resp, err := client.Do(req)
 		if err != nil {
 			lastErr = err
-			return false, nil
+			return false, nil //nolint:nilerr // not listening yet: poll again
 		}
 		_ = resp.Body.Close()
 		lastErr = fmt.Errorf("readyz answered %s", resp.Status)

@@ -299,7 +299,7 @@ func podTemplate(labels map[string]string, tolerations []corev1.Toleration) core
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels},
 		Spec: corev1.PodSpec{
-			Containers:  []corev1.Container{{Name: "main", Image: "registry.invalid/never-pulled:1"}},
+			Containers:  []corev1.Container{{Name: "main", Image: "never-pulled:1"}},
 			Tolerations: tolerations,
 		},
 	}

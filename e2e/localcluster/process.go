@@ -81,7 +81,7 @@ func (p *process) exited() bool {
 // flag, a port in use) is in the error a test prints rather than in a file nobody opens.
 func (p *process) exitError() error {
 	tail := p.logTail(logTailLines)
-	err := fmt.Errorf("%s exited early (%v); last lines of %s:\n%s", p.name, p.err, p.logPath, tail)
+	err := fmt.Errorf("%s exited early (%w); last lines of %s:\n%s", p.name, p.err, p.logPath, tail)
 	if strings.Contains(tail, "address already in use") {
 		return fmt.Errorf("%w: %w", errPortConflict, err)
 	}

@@ -79,7 +79,7 @@ func ownedFields(entries []metav1.ManagedFieldsEntry, owner, subresource string)
 			return map[string]any{}, true
 		}
 		var set map[string]any
-		if err := json.Unmarshal(e.FieldsV1.Raw, &set); err != nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &set); err != nil {
 			return nil, false
 		}
 		return set, true

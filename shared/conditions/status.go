@@ -21,13 +21,18 @@ import (
 func ApplyStatus(ctx context.Context, a *apply.Applier, driverName string, conds []operatorv1.OperatorCondition, observedGeneration *int64) error {
 	list := make([]any, 0, len(conds))
 	for _, c := range conds {
-		list = append(list, map[string]any{
+		cond := map[string]any{
 			"type":               c.Type,
 			"status":             string(c.Status),
 			"reason":             c.Reason,
-			"message":            c.Message,
 			"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-		})
+		}
+		// message is omitempty: the cached object never shows an empty one, so sending ""
+		// would never compare equal and every reconcile would re-send the status.
+		if c.Message != "" {
+			cond["message"] = c.Message
+		}
+		list = append(list, cond)
 	}
 	status := map[string]any{"conditions": list}
 	if observedGeneration != nil {

@@ -80,7 +80,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }()
 	opStart := time.Now()
 	procs, err := e.StartOperatorProcesses(env.ProcessOptions{Binary: *binary, Output: logFile})
 	if err != nil {
