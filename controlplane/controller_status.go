@@ -78,7 +78,11 @@ func rolloutStuck(dep *appsv1.Deployment) bool {
 // (with what stays in force), not Degraded otherwise.
 func setTopologyCondition(s *conditions.Set, d topologyDecision) {
 	if d.Failure == "" {
-		s.False(names.ConditionTopologyDegraded, names.ReasonAsExpected,
+		reason := names.ReasonAsExpected
+		if d.Source == sourceOverride {
+			reason = names.ReasonTopologyOverridden
+		}
+		s.False(names.ConditionTopologyDegraded, reason,
 			fmt.Sprintf("Topology is %s (%s).", onOff(d.Enabled), describeSource(d)))
 		return
 	}

@@ -238,7 +238,7 @@ func TestSetTopologyCondition(t *testing.T) {
 		{
 			name: "When the user overrides topology, it should say so and not be degraded",
 			d:    topologyDecision{Enabled: true, Source: sourceOverride},
-			want: condState{operatorv1.ConditionFalse, names.ReasonAsExpected,
+			want: condState{operatorv1.ConditionFalse, names.ReasonTopologyOverridden,
 				"Topology is enabled (set by enable_topology in openshift-config/cinder-csi-config)."},
 		},
 		{

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -178,9 +180,26 @@ func (e *Env) hostedControlPlane() *hyperv1.HostedControlPlane {
 
 func createAll(ctx context.Context, c client.Client, objs []client.Object) error {
 	for _, o := range objs {
-		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := createRetryingDiscovery(ctx, c, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %T %s: %w", o, client.ObjectKeyFromObject(o), err)
 		}
 	}
 	return nil
+}
+
+// createRetryingDiscovery creates o, retrying while the API server's discovery does not serve its
+// kind yet: a CRD can be Established a moment before discovery (and so the client's REST mapper)
+// knows its resource.
+func createRetryingDiscovery(ctx context.Context, c client.Client, o client.Object) error {
+	for {
+		err := c.Create(ctx, o)
+		if !meta.IsNoMatchError(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

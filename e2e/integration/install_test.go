@@ -20,6 +20,7 @@ import (
 // TestFreshInstall is case 1: from an empty guest and a seeded HCP namespace to every object
 // existing and the driver Available, with no manual step and a single rollout on each side.
 func TestFreshInstall(t *testing.T) {
+	t.Parallel()
 	e := env.StartForTest(t, env.Options{Mode: env.ModeHyperShift})
 	start := time.Now()
 	e.RunOperatorForTest(t, env.OperatorOptions{})
