@@ -138,6 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	in, err := r.readInputs(ctx)
 	if err != nil {
+		st.Keep(driver.Status.Conditions, names.GuestConditions...)
 		st.True(names.ConditionNodeDegraded, names.ReasonReadFailed, "Reading the operator's inputs failed; the operator retries. See the operator log for the API error.")
 		return ctrl.Result{}, err
 	}

@@ -222,3 +222,18 @@ func CleanMessage(message string) string {
 	}
 	return strings.TrimRight(out[:cut], " ") + ellipsis
 }
+
+// Keep sets each of the given condition types that this reconcile has not set to what existing
+// holds, unchanged, where it holds one. A manager whose status apply leaves a type out drops it,
+// so a reconcile that cannot compute a condition (its inputs could not be read) keeps the last
+// known one this way.
+func (s *Set) Keep(existing []operatorv1.OperatorCondition, types ...string) {
+	for _, t := range types {
+		if _, set := s.conds[t]; set {
+			continue
+		}
+		if c := Find(existing, t); c != nil {
+			s.Set(c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+}

@@ -441,3 +441,30 @@ func TestCleanMessage(t *testing.T) {
 		})
 	}
 }
+
+func TestKeep(t *testing.T) {
+	t.Parallel()
+	then := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	now := metav1.NewTime(then.Add(time.Hour))
+	existing := []operatorv1.OperatorCondition{
+		{Type: "OpenStackCinderNodeAvailable", Status: operatorv1.ConditionTrue, Reason: "AsExpected", Message: "up", LastTransitionTime: then},
+		{Type: "OpenStackCinderNodeProgressing", Status: operatorv1.ConditionFalse, Reason: "AsExpected", LastTransitionTime: then},
+	}
+
+	t.Run("When a kept type was not set in this reconcile, it should be sent unchanged", func(t *testing.T) {
+		g := NewWithT(t)
+		s := New(existing, now)
+		s.Keep(existing, "OpenStackCinderNodeAvailable", "OpenStackCinderNodeMissing")
+		g.Expect(s.List()).To(Equal(existing[:1]))
+	})
+
+	t.Run("When a kept type was already set in this reconcile, it should keep the new value", func(t *testing.T) {
+		g := NewWithT(t)
+		s := New(existing, now)
+		s.False("OpenStackCinderNodeAvailable", "NotAvailable", "down")
+		s.Keep(existing, "OpenStackCinderNodeAvailable")
+		c := Find(s.List(), "OpenStackCinderNodeAvailable")
+		g.Expect(c.Status).To(Equal(operatorv1.ConditionFalse))
+		g.Expect(c.LastTransitionTime).To(Equal(now))
+	})
+}

@@ -155,6 +155,18 @@ const (
 	ConditionGuestConfigDegraded     = "OpenStackCinderGuestConfigDegraded"
 )
 
+// ControlPlaneConditions are the condition types the controlplane manager owns.
+var ControlPlaneConditions = []string{
+	ConditionControllerAvailable, ConditionControllerProgressing, ConditionControllerDegraded,
+	ConditionConfigDegraded, ConditionTopologyDegraded,
+}
+
+// GuestConditions are the condition types the guest manager owns.
+var GuestConditions = []string{
+	ConditionNodeAvailable, ConditionNodeProgressing, ConditionNodeDegraded,
+	ConditionStaticResourcesDegraded, ConditionStorageClassDegraded, ConditionGuestConfigDegraded,
+}
+
 // Condition reasons (UpperCamel, stable).
 const (
 	ReasonAsExpected                = "AsExpected"

@@ -1,0 +1,319 @@
+// Case 6, steady state: once installed and with nothing changing, the operator is silent. Its
+// only writes are leader-election lease renewals at OpenShift's pace, its reads come from
+// watches, and its reconcilers stay idle. Hundreds of hosted clusters each run both managers
+// against one management cluster, so this is the operator's whole load at rest.
+package integration
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	operatorv1 "github.com/openshift/api/operator/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+const (
+	// idleWindow is how long the operator is watched at rest.
+	idleWindow = 5 * time.Minute
+	// settleQuiet is how long neither manager may have written (leases aside) for the install
+	// to count as settled: the rollouts' status updates come in bursts seconds apart.
+	settleQuiet = 20 * time.Second
+	// With a retry period of 26 s a leader renews about 11.5 times in five minutes;
+	// controller-runtime's default of 2 s would give about 150.
+	minLeaseRenewals, maxLeaseRenewals = 8, 14
+	// maxIdleReconciles bounds the reconciles of each controller in the window. None is
+	// expected (the controlplane's next topology recheck is ten minutes after the install);
+	// the slack allows for an informer relist, which replays every object once.
+	maxIdleReconciles = 2
+)
+
+// leaseLocks are the leader-election Leases of the managers, by manager name.
+var leaseLocks = map[string]string{
+	"controlplane": names.LeaderElectionControlPlane,
+	"guest":        names.LeaderElectionGuest,
+}
+
+// TestSteadyState is case 6: with nothing changing for idleWindow, neither manager sends a
+// mutating request other than its lease renewals, nor a read that is not a watch, and no
+// reconcile loop runs; and a reconcile that finds nothing changed sends no write.
+func TestSteadyState(t *testing.T) {
+	t.Parallel()
+	e := env.StartForTest(t, env.Options{Mode: env.ModeHyperShift, Audit: true})
+	op := e.RunOperatorForTest(t, env.OperatorOptions{LeaderElection: true})
+	managers := []string{"controlplane", "guest"}
+
+	waitAvailable(t, e)
+	NewWithT(t).Eventually(func(g Gomega) {
+		for _, m := range managers {
+			var last time.Time
+			for _, r := range op.Requests[m].Since(time.Time{}) {
+				if r.Mutating() && !r.Lease() {
+					last = r.Time
+				}
+			}
+			g.Expect(last).NotTo(BeZero(), "%s never wrote: the install cannot have happened", m)
+			g.Expect(time.Since(last)).To(BeNumerically(">=", settleQuiet), "%s wrote recently", m)
+		}
+	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+
+	// The reconcile counter must see the install's reconciles, or its zero below means nothing.
+	for _, m := range managers {
+		NewWithT(t).Expect(op.Reconciles.Count(m)).To(BeNumerically(">", 0), "reconciles of %s counted during the install", m)
+	}
+	reconcilesBefore := map[string]int{}
+	for _, m := range managers {
+		reconcilesBefore[m] = op.Reconciles.Count(m)
+	}
+	globalBefore := reconcileTotals(t)
+	start := time.Now()
+	t.Logf("Install settled; watching the operator at rest for %s", idleWindow)
+	// The test must observe that nothing happens over the whole window, so it waits the
+	// window out (reporting progress) rather than polling for a condition.
+	for deadline := start.Add(idleWindow); time.Now().Before(deadline); {
+		time.Sleep(min(time.Minute, time.Until(deadline)))
+		t.Logf("%s of %s at rest", time.Since(start).Round(time.Second), idleWindow)
+	}
+	end := time.Now()
+	globalAfter := reconcileTotals(t)
+	window := map[string][]env.Request{}
+	for _, m := range managers {
+		for _, r := range op.Requests[m].Since(start) {
+			if r.Time.Before(end) {
+				window[m] = append(window[m], r)
+			}
+		}
+	}
+
+	t.Run("When nothing changes for the idle window, neither manager should send a mutating request but its lease renewals", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, m := range managers {
+			var writes []string
+			for _, r := range window[m] {
+				if r.Mutating() && !r.Lease() {
+					writes = append(writes, describe(r))
+				}
+			}
+			t.Logf("%s: %d mutating requests (leases aside) in %s", m, len(writes), idleWindow)
+			g.Expect(writes).To(BeEmpty(), "mutating requests of %s at rest", m)
+		}
+	})
+
+	t.Run("When nothing changes for the idle window, each manager should renew its lease at OpenShift's pace", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, m := range managers {
+			renewals, other := 0, 0
+			for _, r := range window[m] {
+				switch {
+				case !r.Lease():
+				case r.Method == "PUT" && r.Host == hostOf(e.Mgmt.RESTConfig().Host) &&
+					strings.HasSuffix(r.Path, "/namespaces/"+e.Namespace+"/leases/"+leaseLocks[m]):
+					renewals++
+				case r.Mutating():
+					other++
+				}
+			}
+			t.Logf("%s: %d lease renewals in %s", m, renewals, idleWindow)
+			g.Expect(renewals).To(BeNumerically(">=", minLeaseRenewals), "lease renewals of %s", m)
+			g.Expect(renewals).To(BeNumerically("<=", maxLeaseRenewals), "lease renewals of %s", m)
+			g.Expect(other).To(BeZero(), "lease writes of %s other than renewals of %s/%s", m, e.Namespace, leaseLocks[m])
+		}
+	})
+
+	t.Run("When nothing changes for the idle window, every read either manager sends should be a watch", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, m := range managers {
+			var polls []string
+			watches := 0
+			for _, r := range window[m] {
+				switch {
+				case r.Method != "GET" || r.Lease():
+				case r.Watch:
+					watches++
+				default:
+					polls = append(polls, describe(r))
+				}
+			}
+			t.Logf("%s: %d watch requests, %d other reads (leases aside) in %s", m, watches, len(polls), idleWindow)
+			g.Expect(polls).To(BeEmpty(), "reads of %s that are not watches", m)
+		}
+	})
+
+	t.Run("When nothing changes for the idle window, the API servers' audit logs should show no write by the operator but lease renewals", func(t *testing.T) {
+		g := NewWithT(t)
+		writes := map[string][]string{}
+		leaseUpdates := map[string]int{}
+		installWrites := map[string]int{}
+		for _, path := range []string{e.Mgmt.AuditLogPath(), e.Guest.AuditLogPath()} {
+			for _, ev := range readAuditLog(g, path) {
+				at := ev.RequestReceivedTimestamp
+				if !mutatingVerb(ev.Verb) || at.After(end) {
+					continue
+				}
+				ref := ev.ObjectRef
+				// controller-runtime's leader election replaces the configured user agent
+				// with "<binary>/<version> ... /leader-election"; only the lock's name
+				// tells the two managers' renewals apart.
+				electing := strings.HasSuffix(ev.UserAgent, "/leader-election")
+				m := auditManager(ev.UserAgent)
+				lock := ""
+				if ref.Resource == "leases" && ref.Namespace == e.Namespace {
+					lock = lockManager(ref.Name)
+				}
+				switch {
+				case m == "" && !electing:
+					// Not the operator: the clusters' own components and the test.
+				case at.Before(start):
+					if m != "" && ref.Resource != "leases" {
+						installWrites[m]++
+					}
+				case lock != "" && ev.Verb == "update":
+					leaseUpdates[lock]++
+				case m == "":
+					writes["leader election"] = append(writes["leader election"], auditDescribe(ev))
+				default:
+					writes[m] = append(writes[m], auditDescribe(ev))
+				}
+			}
+		}
+		for _, m := range managers {
+			renewals := 0
+			for _, r := range window[m] {
+				if r.Lease() && r.Method == "PUT" {
+					renewals++
+				}
+			}
+			t.Logf("audit, %s: %d writes during the install, %d writes and %d lease updates in %s", m, installWrites[m], len(writes[m]), leaseUpdates[m], idleWindow)
+			// The install's writes prove the user agent filter finds the operator's requests.
+			g.Expect(installWrites[m]).To(BeNumerically(">", 0), "install writes of %s in the audit log", m)
+			g.Expect(writes[m]).To(BeEmpty(), "writes of %s at rest, seen by the API server", m)
+			g.Expect(leaseUpdates[m]).To(BeNumerically(">=", minLeaseRenewals), "lease updates of %s seen by the API server", m)
+			g.Expect(leaseUpdates[m]).To(BeNumerically("<=", maxLeaseRenewals), "lease updates of %s seen by the API server", m)
+			// The client records a request just before the server receives it: at the
+			// window's edges one renewal may fall on either side.
+			g.Expect(leaseUpdates[m]).To(BeNumerically("~", renewals, 1), "lease updates of %s: server and client disagree", m)
+		}
+		g.Expect(writes["leader election"]).To(BeEmpty(), "leader-election writes other than the managers' lease renewals")
+	})
+
+	t.Run("When nothing changes for the idle window, no reconcile loop should run", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, m := range managers {
+			own := op.Reconciles.Count(m) - reconcilesBefore[m]
+			global := globalAfter[m] - globalBefore[m]
+			// controller_runtime_reconcile_total is process-wide: with parallel tests it also
+			// counts the other tests' operators, so it is logged and only bounds this one's.
+			t.Logf("%s: %d reconciles in %s (controller_runtime_reconcile_total of the test process: +%.0f)", m, own, idleWindow, global)
+			g.Expect(own).To(BeNumerically("<=", maxIdleReconciles), "reconciles of %s at rest", m)
+			g.Expect(float64(own)).To(BeNumerically("<=", global), "this operator's reconciles of %s are part of the process's", m)
+		}
+	})
+
+	t.Run("When a reconcile finds nothing changed, neither manager should send a mutating request", func(t *testing.T) {
+		g := NewWithT(t)
+		// The idle window may pass without a reconcile; an annotation on the
+		// ClusterCSIDriver makes both managers reconcile without changing what they want.
+		before := map[string]int{}
+		for _, m := range managers {
+			before[m] = op.Reconciles.Count(m)
+		}
+		since := time.Now()
+		update(t, e.GuestClient, &operatorv1.ClusterCSIDriver{ObjectMeta: metav1.ObjectMeta{Name: names.ClusterCSIDriverName}}, "test-user",
+			func(d *operatorv1.ClusterCSIDriver) {
+				metav1.SetMetaDataAnnotation(&d.ObjectMeta, "example.com/touched", since.Format(time.RFC3339Nano))
+			})
+		g.Eventually(func(g Gomega) {
+			for _, m := range managers {
+				g.Expect(op.Reconciles.Count(m)).To(BeNumerically(">", before[m]), "reconciles of %s", m)
+			}
+		}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
+		for _, m := range managers {
+			var writes []string
+			for _, r := range op.Requests[m].Since(since) {
+				if r.Mutating() && !r.Lease() {
+					writes = append(writes, describe(r))
+				}
+			}
+			t.Logf("%s: %d reconciles, %d mutating requests (leases aside)", m, op.Reconciles.Count(m)-before[m], len(writes))
+			g.Expect(writes).To(BeEmpty(), "mutating requests of %s after a reconcile that found nothing changed", m)
+		}
+	})
+}
+
+// reconcileTotals returns controller-runtime's controller_runtime_reconcile_total per controller
+// name, summed over results, from the process-wide metrics registry.
+func reconcileTotals(t *testing.T) map[string]float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// auditManager returns the manager an audit event's user agent names ("controlplane",
+// "guest"), or "" when the request is not the operator's.
+func auditManager(userAgent string) string {
+	for m := range leaseLocks {
+		if strings.HasPrefix(userAgent, "cinder-csi-operator-"+m) {
+			return m
+		}
+	}
+	return ""
+}
+
+// lockManager returns the manager whose leader-election Lease is named name, or "".
+func lockManager(name string) string {
+	for m, lock := range leaseLocks {
+		if lock == name {
+			return m
+		}
+	}
+	return ""
+}
+
+// auditDescribe formats an audit event for failure messages.
+func auditDescribe(ev auditEvent) string {
+	ref := ev.ObjectRef
+	return ev.RequestReceivedTimestamp.Format("15:04:05.000") + " " + ev.Verb + " " + ref.Resource + " " + ref.Namespace + "/" + ref.Name + " (" + ev.UserAgent + ")"
+}
+
+func mutatingVerb(verb string) bool {
+	switch verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
+}
+
+// hostOf returns the host:port of an API server URL, as env.Request records it.
+func hostOf(server string) string {
+	server = strings.TrimPrefix(strings.TrimPrefix(server, "https://"), "http://")
+	host, _, _ := strings.Cut(server, "/")
+	return host
+}
+
+// describe formats a recorded request for failure messages.
+func describe(r env.Request) string {
+	s := r.Method + " " + r.Host + r.Path
+	if r.Query != "" {
+		s += "?" + r.Query
+	}
+	return r.Time.Format("15:04:05.000") + " " + s
+}
