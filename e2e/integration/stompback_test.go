@@ -48,7 +48,7 @@ func TestStompBack(t *testing.T) {
 		update(t, e.MgmtClient, dep, userManager, func(d *appsv1.Deployment) {
 			d.Spec.Replicas = ptr.To[int32](3)
 			c := container(&d.Spec.Template.Spec, "csi-driver")
-			c.Image = "quay.io/someone/cinder-csi-plugin:edited"
+			c.Image = "cinder-csi-plugin:edited"
 			c.Args = append(c.Args, "--with-topology=false")
 		})
 		// The edit landed: the revert below is the operator's doing.
@@ -71,7 +71,7 @@ func TestStompBack(t *testing.T) {
 		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: names.NodeDaemonSet}}
 		update(t, e.GuestClient, ds, userManager, func(d *appsv1.DaemonSet) {
 			d.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("50%"))
-			container(&d.Spec.Template.Spec, "csi-driver").Image = "quay.io/someone/cinder-csi-plugin:edited"
+			container(&d.Spec.Template.Spec, "csi-driver").Image = "cinder-csi-plugin:edited"
 		})
 		g.Expect(ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.String()).To(Equal("50%"))
 
