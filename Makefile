@@ -85,7 +85,7 @@ verify: ## Check formatting, vet, go.mod tidiness, golden files and the image's 
 	go vet -tags=e2e ./e2e/...
 	go mod tidy -diff
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o /dev/null ./cmd/cinder-csi-operator
-	go test -count=1 ./controlplane/... ./guest/... -run Golden
+	go test -count=1 ./controlplane/... ./guest/... ./manifests/... ./e2e/golden/...
 
 ##@ Tools
 
