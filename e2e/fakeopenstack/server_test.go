@@ -49,7 +49,7 @@ func token(t *testing.T, g Gomega, s *Server) string {
 		DefaultPassword + `"}}},"scope":{"project":{"id":"` + DefaultProjectID + `"}}}}`
 	resp, err := httpClient(s).Post(s.AuthURL()+"/auth/tokens", "application/json", strings.NewReader(body))
 	g.Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusCreated))
 	g.Expect(resp.Header.Get("X-Subject-Token")).NotTo(BeEmpty())
 	return resp.Header.Get("X-Subject-Token")
@@ -71,7 +71,7 @@ func TestServer(t *testing.T) {
 		s := newTestServer(t, Options{ComputeZones: []Zone{{Name: "az1", Available: true}, {Name: "az2"}}})
 		resp, err := getZones(g, s, token(t, g, s))
 		g.Expect(err).NotTo(HaveOccurred())
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 		g.Expect(resp.Header.Get("Content-Type")).To(Equal("application/json"))
 		var body struct {
@@ -96,7 +96,7 @@ func TestServer(t *testing.T) {
 		s.ExpireTokens()
 		resp, err := getZones(g, s, tok)
 		g.Expect(err).NotTo(HaveOccurred())
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
 	})
 
@@ -106,7 +106,7 @@ func TestServer(t *testing.T) {
 		s := newTestServer(t, Options{})
 		tok := token(t, g, s)
 		s.SetFault(EndpointCompute, FaultRefuse)
-		_, err := getZones(g, s, tok)
+		_, err := getZones(g, s, tok) //nolint:bodyclose // the request fails: there is no body to close
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)).To(BeTrue(), "error: %v", err)
 	})
@@ -120,7 +120,7 @@ func TestServer(t *testing.T) {
 		for _, want := range []int{http.StatusInternalServerError, http.StatusOK} {
 			resp, err := getZones(g, s, tok)
 			g.Expect(err).NotTo(HaveOccurred())
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			g.Expect(resp.StatusCode).To(Equal(want))
 		}
 	})
@@ -134,14 +134,14 @@ func TestServer(t *testing.T) {
 
 		s.Stop()
 		g.Expect(s.Running()).To(BeFalse())
-		_, err := getZones(g, s, tok)
+		_, err := getZones(g, s, tok) //nolint:bodyclose // the request fails: there is no body to close
 		g.Expect(errors.Is(err, syscall.ECONNREFUSED)).To(BeTrue(), "error: %v", err)
 
 		g.Expect(s.Start()).To(Succeed())
 		g.Expect(s.URL()).To(Equal(url))
 		resp, err := getZones(g, s, tok)
 		g.Expect(err).NotTo(HaveOccurred())
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 	})
 
@@ -153,7 +153,7 @@ func TestServer(t *testing.T) {
 		s.SetFault(EndpointCompute, FaultHang)
 		done := make(chan error, 1)
 		go func() {
-			_, err := getZones(g, s, tok)
+			_, err := getZones(g, s, tok) //nolint:bodyclose // the request fails: there is no body to close
 			done <- err
 		}()
 		g.Eventually(func() int { return s.Count(EndpointCompute) }).Should(Equal(1))
@@ -171,10 +171,14 @@ func TestServer(t *testing.T) {
 			for range 8 {
 				wg.Go(func() {
 					if resp, err := getZones(g, s, tok); err == nil {
-						resp.Body.Close()
+						_ = resp.Body.Close()
 					}
 				})
-				wg.Go(func() { _, _ = httpClient(s).Get(s.VersionlessAuthURL() + "/") })
+				wg.Go(func() {
+					if resp, err := httpClient(s).Get(s.VersionlessAuthURL() + "/"); err == nil {
+						_ = resp.Body.Close()
+					}
+				})
 			}
 			stopped := make(chan struct{})
 			go func() {
@@ -194,7 +198,7 @@ func TestServer(t *testing.T) {
 		body := `{"auth":{"identity":{"methods":["password"],"password":{"user":{"id":"u-demo","password":"nope"}}}}}`
 		resp, err := httpClient(s).Post(s.AuthURL()+"/auth/tokens", "application/json", strings.NewReader(body))
 		g.Expect(err).NotTo(HaveOccurred())
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
 		reqs := s.Requests()
 		g.Expect(reqs).To(HaveLen(1))
@@ -211,7 +215,7 @@ func TestServer(t *testing.T) {
 		for range 10 {
 			wg.Go(func() {
 				if resp, err := getZones(g, s, tok); err == nil {
-					resp.Body.Close()
+					_ = resp.Body.Close()
 				}
 			})
 		}

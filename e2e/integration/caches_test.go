@@ -6,6 +6,7 @@ package integration
 
 import (
 	"context"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -60,7 +61,7 @@ func TestCaches(t *testing.T) {
 	listsAndWatches := func(rs []sent) []sent {
 		var out []sent
 		for _, r := range rs {
-			if r.Method == "GET" && r.target.Name == "" {
+			if r.Method == http.MethodGet && r.target.Name == "" {
 				out = append(out, r)
 			}
 		}

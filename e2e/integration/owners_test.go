@@ -214,8 +214,8 @@ func expectOwnership(g Gomega, d *operatorv1.ClusterCSIDriver, withThirdParty bo
 	}
 	// No other manager (an Update, or a second entry) may claim any condition.
 	for _, e := range d.ManagedFields {
-		switch {
-		case e.Manager == names.FieldOwnerControlPlane || e.Manager == names.FieldOwnerGuest || e.Manager == thirdPartyOwner:
+		switch e.Manager {
+		case names.FieldOwnerControlPlane, names.FieldOwnerGuest, thirdPartyOwner:
 			if e.Subresource != "status" {
 				g.Expect(conditionKeys(g, e)).To(BeEmpty(), "%s owns conditions outside the status subresource", e.Manager)
 			}
@@ -253,7 +253,7 @@ func conditionKeys(g Gomega, e metav1.ManagedFieldsEntry) []string {
 			Conditions map[string]json.RawMessage `json:"f:conditions"`
 		} `json:"f:status"`
 	}
-	g.Expect(json.Unmarshal(e.FieldsV1.Raw, &fields)).To(Succeed())
+	g.Expect(json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields)).To(Succeed())
 	var types []string
 	for k := range fields.Status.Conditions {
 		key, ok := strings.CutPrefix(k, "k:")

@@ -63,7 +63,7 @@ func TestRenderMatchesApplied(t *testing.T) {
 
 	// Applying with the managers' own field owners, against the live objects read directly
 	// from the API servers: Unchanged means the request would not even be sent.
-	check := func(c client.Client, owner string, objs []client.Object) {
+	check := func(g Gomega, c client.Client, owner string, objs []client.Object) {
 		a := &apply.Applier{Client: c, Reader: c, Owner: owner}
 		for _, o := range objs {
 			res, err := a.Apply(ctx, o)
@@ -72,10 +72,11 @@ func TestRenderMatchesApplied(t *testing.T) {
 		}
 	}
 	t.Run("When rendered from the live inputs, the controller side should equal what the controlplane manager applied", func(t *testing.T) {
-		check(e.MgmtClient, names.FieldOwnerControlPlane, mgmtObjs)
-		check(e.GuestClient, names.FieldOwnerControlPlane, []client.Object{nodeConf})
+		g := NewWithT(t)
+		check(g, e.MgmtClient, names.FieldOwnerControlPlane, mgmtObjs)
+		check(g, e.GuestClient, names.FieldOwnerControlPlane, []client.Object{nodeConf})
 	})
 	t.Run("When rendered from the live inputs, the guest side should equal what the guest manager applied", func(t *testing.T) {
-		check(e.GuestClient, names.FieldOwnerGuest, guestObjs)
+		check(NewWithT(t), e.GuestClient, names.FieldOwnerGuest, guestObjs)
 	})
 }

@@ -630,7 +630,7 @@ func ownedFields(g Gomega, o client.Object, manager string) map[string]any {
 	for _, f := range o.GetManagedFields() {
 		if f.Manager == manager && f.Operation == metav1.ManagedFieldsOperationApply && f.Subresource == "" && f.FieldsV1 != nil {
 			var m map[string]any
-			g.Expect(json.Unmarshal(f.FieldsV1.Raw, &m)).To(Succeed())
+			g.Expect(json.Unmarshal(f.FieldsV1.GetRawBytes(), &m)).To(Succeed())
 			return m
 		}
 	}

@@ -11,6 +11,7 @@ package integration
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	. "github.com/onsi/gomega"
 	configv1 "github.com/openshift/api/config/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
+	"gopkg.in/ini.v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -26,8 +28,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"gopkg.in/ini.v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
@@ -447,7 +447,7 @@ func TestStandaloneHighlyAvailable(t *testing.T) {
 		for _, r := range window {
 			switch {
 			case !r.Mutating():
-			case r.Lease() && r.Method == "PUT" && strings.HasSuffix(r.Path, lockPath):
+			case r.Lease() && r.Method == http.MethodPut && strings.HasSuffix(r.Path, lockPath):
 				renewals++
 			default:
 				writes = append(writes, requestLine(r))
@@ -465,7 +465,7 @@ func TestStandaloneHighlyAvailable(t *testing.T) {
 		watches := 0
 		for _, r := range window {
 			switch {
-			case r.Method != "GET" || r.Lease():
+			case r.Method != http.MethodGet || r.Lease():
 			case r.Watch:
 				watches++
 			default:

@@ -5,6 +5,7 @@
 package integration
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -111,7 +112,7 @@ func TestSteadyState(t *testing.T) {
 			for _, r := range window[m] {
 				switch {
 				case !r.Lease():
-				case r.Method == "PUT" && r.Host == hostOf(e.Mgmt.RESTConfig().Host) &&
+				case r.Method == http.MethodPut && r.Host == hostOf(e.Mgmt.RESTConfig().Host) &&
 					strings.HasSuffix(r.Path, "/namespaces/"+e.Namespace+"/leases/"+leaseLocks[m]):
 					renewals++
 				case r.Mutating():
@@ -132,7 +133,7 @@ func TestSteadyState(t *testing.T) {
 			watches := 0
 			for _, r := range window[m] {
 				switch {
-				case r.Method != "GET" || r.Lease():
+				case r.Method != http.MethodGet || r.Lease():
 				case r.Watch:
 					watches++
 				default:
@@ -184,7 +185,7 @@ func TestSteadyState(t *testing.T) {
 		for _, m := range managers {
 			renewals := 0
 			for _, r := range window[m] {
-				if r.Lease() && r.Method == "PUT" {
+				if r.Lease() && r.Method == http.MethodPut {
 					renewals++
 				}
 			}

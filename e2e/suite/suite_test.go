@@ -93,7 +93,7 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }()
 	procs, err := e.StartOperatorProcesses(env.ProcessOptions{Binary: binary, Output: logFile})
 	if err != nil {
 		return 0, err

@@ -83,7 +83,7 @@ func set(t testing.TB, js string) map[string]any {
 func entry(manager string, op metav1.ManagedFieldsOperationType, subresource, js string) metav1.ManagedFieldsEntry {
 	return metav1.ManagedFieldsEntry{
 		Manager: manager, Operation: op, Subresource: subresource, APIVersion: "v1",
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(js)},
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(js),
 	}
 }
 
@@ -461,7 +461,7 @@ func realisticDeployment(t testing.TB) (map[string]any, *appsv1.Deployment) {
 		},
 	}
 	live.ManagedFields = []metav1.ManagedFieldsEntry{
-		{Manager: testOwner, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}},
+		{Manager: testOwner, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw))},
 		entry("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, "status",
 			`{"f:status":{"f:availableReplicas":{},"f:conditions":{".":{}},"f:observedGeneration":{},"f:readyReplicas":{},"f:replicas":{},"f:updatedReplicas":{}}}`),
 	}
