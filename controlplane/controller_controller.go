@@ -31,6 +31,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -274,7 +275,7 @@ func (r *Reconciler) applyOperatorLogLevel(ctx context.Context, driver *operator
 	if r.Config.LogLevel == nil {
 		return
 	}
-	v, err := verbosityOf(driver.Spec.OperatorLogLevel)
+	v, err := loglevel.Verbosity(driver.Spec.OperatorLogLevel)
 	if err != nil {
 		return
 	}
@@ -299,8 +300,8 @@ func nodeCloudConfName(hyperShift bool) string {
 // keepTopologyCondition re-sends the existing topology condition unchanged, so that a config
 // problem does not erase it (an apply without it would drop it).
 func keepTopologyCondition(st *conditions.Set, driver *operatorv1.ClusterCSIDriver) {
-	if c := conditions.Find(driver.Status.Conditions, names.ConditionTopologyDegraded); c != nil {
-		st.Set(c.Type, c.Status, c.Reason, c.Message)
+	if conditions.Find(driver.Status.Conditions, names.ConditionTopologyDegraded) != nil {
+		st.Keep(driver.Status.Conditions, names.ConditionTopologyDegraded)
 		return
 	}
 	st.False(names.ConditionTopologyDegraded, names.ReasonWaitingForConfig, "Topology is decided once the configuration is valid.")

@@ -308,6 +308,3 @@ func sentence(s string) string {
 }
 
 func ptrTo[T any](v T) *T { return &v }
-
-// verbosityOf is loglevel.Verbosity for spec.operatorLogLevel.
-func verbosityOf(l operatorv1.LogLevel) (int, error) { return loglevel.Verbosity(l) }
