@@ -13,8 +13,6 @@ const (
 
 	// AssetPrefix prefixes the names of most objects the operator creates.
 	AssetPrefix = "openstack-cinder-csi-driver"
-	// ShortAssetPrefix prefixes the names of the cluster-scoped RBAC objects.
-	ShortAssetPrefix = "openstack-cinder"
 )
 
 // Namespaces.
@@ -24,8 +22,6 @@ const (
 	GuestNamespace = "openshift-cluster-csi-drivers"
 	// OpenShiftConfigNamespace holds the user's optional driver configuration.
 	OpenShiftConfigNamespace = "openshift-config"
-	// MonitoringNamespace is where the OpenShift Prometheus runs.
-	MonitoringNamespace = "openshift-monitoring"
 )
 
 // Objects the controlplane manager owns.
@@ -35,7 +31,6 @@ const (
 	ControllerPDB            = AssetPrefix + "-controller-pdb"
 	ControllerMetricsService = AssetPrefix + "-controller-metrics"
 	ControllerMetricsSecret  = AssetPrefix + "-controller-metrics-serving-cert"
-	ControllerServiceMonitor = AssetPrefix + "-controller-monitor"
 	TrustedCABundleConfigMap = AssetPrefix + "-trusted-ca-bundle"
 
 	// CloudConfConfigMap carries the generated cloud.conf and the topology decision. The
@@ -109,10 +104,9 @@ const (
 	ControlPlaneNodeLabel   = "hypershift.openshift.io/control-plane"
 	HostedClusterNodeLabel  = "hypershift.openshift.io/cluster"
 
-	DefaultStorageClassAnnotation  = "storageclass.kubernetes.io/is-default-class"
-	DefaultSnapshotClassAnnotation = "snapshot.storage.kubernetes.io/is-default-class"
-	InjectTrustedCABundleLabel     = "config.openshift.io/inject-trusted-cabundle"
-	ServingCertAnnotation          = "service.beta.openshift.io/serving-cert-secret-name"
+	DefaultStorageClassAnnotation = "storageclass.kubernetes.io/is-default-class"
+	InjectTrustedCABundleLabel    = "config.openshift.io/inject-trusted-cabundle"
+	ServingCertAnnotation         = "service.beta.openshift.io/serving-cert-secret-name"
 )
 
 // Field owners for server-side apply: one per manager, so that neither can erase what the
