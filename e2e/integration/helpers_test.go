@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -113,24 +111,11 @@ func setUserConfig(t *testing.T, e *env.Env, data map[string]string) {
 	NewWithT(t).Expect(e.GuestClient.Create(ctx, cm)).To(Succeed())
 }
 
-// update reads obj (named by its name and namespace), lets mutate change it and writes it back
-// with an Update as fieldManager, the way a user's kubectl edit does. It retries on conflicts:
-// controllers write the status of workloads all the time.
+// update is env.Edit for a test: a failed edit fails the test.
 func update[T client.Object](t *testing.T, c client.Client, obj T, fieldManager string, mutate func(T)) {
 	t.Helper()
-	ctx := context.Background()
-	key := client.ObjectKeyFromObject(obj)
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		// Decode into an empty object: decoding into a used one would keep fields the
-		// server no longer has.
-		reflect.ValueOf(obj).Elem().SetZero()
-		if err := c.Get(ctx, key, obj); err != nil {
-			return err
-		}
-		mutate(obj)
-		return c.Update(ctx, obj, client.FieldOwner(fieldManager))
-	})
-	NewWithT(t).Expect(err).To(Succeed(), "updating %T %s", obj, key)
+	err := env.Edit(context.Background(), c, obj, fieldManager, mutate)
+	NewWithT(t).Expect(err).To(Succeed(), "updating %T %s", obj, client.ObjectKeyFromObject(obj))
 }
 
 // flagValues returns the value of every "<name>=<value>" argument, in order, so a test can

@@ -63,9 +63,8 @@ func TestManagementState(t *testing.T) {
 			g.Expect(condition(g, e, names.ConditionNodeProgressing).Reason).To(Equal(names.ReasonUnmanaged))
 		}).WithTimeout(installTimeout).Should(Succeed())
 
-		ds := nodeDaemonSet(g, e)
-		ds.Spec.Template.Spec.PriorityClassName = ""
-		g.Expect(e.GuestClient.Update(ctx, ds, client.FieldOwner("someone"))).To(Succeed())
+		update(t, e.GuestClient, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: names.NodeDaemonSet}},
+			"someone", func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.PriorityClassName = "" })
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: names.ControllerMetricsService}}
 		g.Expect(e.MgmtClient.Delete(ctx, svc)).To(Succeed())
 		// Observing that nothing happens needs a window: the operator would have reacted

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -64,16 +65,15 @@ func TestInstall(t *testing.T) {
 }
 
 func TestCredentialRotation(t *testing.T) {
-	ctx := context.Background()
 	g := NewWithT(t)
 	before := len(replicaSets(g))
 	ds := daemonSet(g)
 
 	// Rotate to the same credentials written anew: the data changes, the cloud still accepts it.
-	s := &corev1.Secret{}
-	g.Expect(tgt.Mgmt.Get(ctx, client.ObjectKey{Namespace: tgt.Namespace, Name: names.CredentialsSecret}, s)).To(Succeed())
-	s.Data[names.KeyCloudsYAML] = append(s.Data[names.KeyCloudsYAML], []byte("\n# rotated "+time.Now().Format(time.RFC3339Nano)+"\n")...)
-	g.Expect(tgt.Mgmt.Update(ctx, s)).To(Succeed())
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tgt.Namespace, Name: names.CredentialsSecret}}
+	update(g, tgt.Mgmt, s, "someone", func(s *corev1.Secret) {
+		s.Data[names.KeyCloudsYAML] = append(s.Data[names.KeyCloudsYAML], []byte("\n# rotated "+time.Now().Format(time.RFC3339Nano)+"\n")...)
+	})
 
 	t.Run("When clouds.yaml changes, it should roll the controller pods", func(t *testing.T) {
 		NewWithT(t).Eventually(func(g Gomega) {
@@ -95,10 +95,11 @@ func TestStompBack(t *testing.T) {
 	ctx := context.Background()
 	t.Run("When a user edits a managed field of the controller Deployment, it should be reverted", func(t *testing.T) {
 		g := NewWithT(t)
-		d := deployment(g)
-		d.Spec.Template.Spec.PriorityClassName = ""
-		d.Spec.Template.Spec.Containers[0].Args = []string{"--edited"}
-		g.Expect(tgt.Mgmt.Update(ctx, d, client.FieldOwner("someone"))).To(Succeed())
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: tgt.Namespace, Name: names.ControllerDeployment}}
+		update(g, tgt.Mgmt, d, "someone", func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.PriorityClassName = ""
+			d.Spec.Template.Spec.Containers[0].Args = []string{"--edited"}
+		})
 		g.Eventually(func(g Gomega) {
 			got := deployment(g)
 			g.Expect(got.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement("--edited"))
@@ -173,6 +174,12 @@ func secretValues(clouds string) []string {
 		}
 	}
 	return out
+}
+
+// update is env.Edit for a test: a failed edit fails the test.
+func update[T client.Object](g Gomega, c client.Client, obj T, fieldManager string, mutate func(T)) {
+	err := env.Edit(context.Background(), c, obj, fieldManager, mutate)
+	g.Expect(err).To(Succeed(), "updating %T %s", obj, client.ObjectKeyFromObject(obj))
 }
 
 func getDriver(g Gomega) *operatorv1.ClusterCSIDriver {
