@@ -14,6 +14,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	volumeaz "github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/availabilityzones"
 	computeaz "github.com/gophercloud/gophercloud/v2/openstack/compute/v2/availabilityzones"
+	"github.com/gophercloud/gophercloud/v2/pagination"
 )
 
 // DefaultTimeout bounds each call when Config.Timeout is zero. It is well below a reconcile's
@@ -145,44 +146,35 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 // ComputeZones lists Nova's available availability zones, sorted and de-duplicated. Errors are
 // *Error.
 func (c *Client) ComputeZones(ctx context.Context) ([]string, error) {
-	const op = "listing compute availability zones"
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	page, err := computeaz.List(c.compute).AllPages(ctx)
-	if err != nil {
-		return nil, newError(op, ReasonNone, err, c.secrets...)
-	}
-	zones, err := computeaz.ExtractAvailabilityZones(page)
-	if err != nil {
-		return nil, newError(op, ReasonUnexpectedResponse, err, c.secrets...)
-	}
-	names := make([]string, 0, len(zones))
-	for _, z := range zones {
-		if z.ZoneState.Available {
-			names = append(names, z.ZoneName)
-		}
-	}
-	return normalise(names), nil
+	return listZones(ctx, c, "listing compute availability zones", computeaz.List(c.compute), computeaz.ExtractAvailabilityZones,
+		func(z computeaz.AvailabilityZone) (string, bool) { return z.ZoneName, z.ZoneState.Available })
 }
 
 // VolumeZones lists Cinder's available availability zones, sorted and de-duplicated. Errors are
 // *Error.
 func (c *Client) VolumeZones(ctx context.Context) ([]string, error) {
-	const op = "listing volume availability zones"
+	return listZones(ctx, c, "listing volume availability zones", volumeaz.List(c.volume), volumeaz.ExtractAvailabilityZones,
+		func(z volumeaz.AvailabilityZone) (string, bool) { return z.ZoneName, z.ZoneState.Available })
+}
+
+// listZones reads every page of an availability zone list within the client's timeout and
+// returns the names of the available zones, sorted and de-duplicated.
+func listZones[Z any](ctx context.Context, c *Client, op string, pager pagination.Pager,
+	extract func(pagination.Page) ([]Z, error), available func(Z) (string, bool)) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	page, err := volumeaz.List(c.volume).AllPages(ctx)
+	page, err := pager.AllPages(ctx)
 	if err != nil {
 		return nil, newError(op, ReasonNone, err, c.secrets...)
 	}
-	zones, err := volumeaz.ExtractAvailabilityZones(page)
+	zones, err := extract(page)
 	if err != nil {
 		return nil, newError(op, ReasonUnexpectedResponse, err, c.secrets...)
 	}
 	names := make([]string, 0, len(zones))
 	for _, z := range zones {
-		if z.ZoneState.Available {
-			names = append(names, z.ZoneName)
+		if name, ok := available(z); ok {
+			names = append(names, name)
 		}
 	}
 	return normalise(names), nil
