@@ -30,6 +30,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
@@ -211,17 +212,8 @@ func (r *Reconciler) readInputs(ctx context.Context) (*guestInputs, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.SnapshotCRD = ok && established(crd)
+	in.SnapshotCRD = ok && clusters.Established(crd)
 	return in, nil
-}
-
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 func (r *Reconciler) applyStatic(ctx context.Context, a *apply.Applier) error {

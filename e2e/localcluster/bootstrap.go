@@ -11,12 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 )
 
 // Node labels and taints, as OpenShift and HyperShift set them.
@@ -91,19 +94,8 @@ func (c *Cluster) bootstrap(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
-	crds, err := readCRDs(opts.CRDs)
-	if err != nil {
+	if err := installCRDs(ctx, cl, opts.CRDs, c.checkAlive); err != nil {
 		return err
-	}
-	for _, crd := range crds {
-		if err := cl.Create(ctx, crd); err != nil {
-			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
-		}
-	}
-	for _, crd := range crds {
-		if err := c.waitCRD(ctx, cl, crd.Name); err != nil {
-			return err
-		}
 	}
 	if opts.ControlPlaneOnly {
 		return nil
@@ -213,20 +205,37 @@ func (c *Cluster) waitNodesReady(ctx context.Context, cl client.Client, want int
 	}, func() error { return fmt.Errorf("%d of %d nodes Ready", ready, want) })
 }
 
-// waitCRD waits until a CRD is Established, that is, until its resource is served.
-func (c *Cluster) waitCRD(ctx context.Context, cl client.Client, name string) error {
-	return c.poll(ctx, "CRD "+name+" to be Established", func() (bool, error) {
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := cl.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
-			return false, fmt.Errorf("getting CRD %s: %w", name, err)
+// InstallCRDs creates the CustomResourceDefinitions in the YAML files (see ManagementCRDs and
+// GuestCRDs) on the cluster cl talks to, leaving any that exists, and waits until each is
+// served. Start installs Options.CRDs with it; other clusters (kind) get the same CRDs through it.
+func InstallCRDs(ctx context.Context, cl client.Client, paths []string) error {
+	return installCRDs(ctx, cl, paths, func() error { return nil })
+}
+
+// installCRDs is InstallCRDs; alive reports a dead cluster process, which ends the wait.
+func installCRDs(ctx context.Context, cl client.Client, paths []string, alive func() error) error {
+	crds, err := readCRDs(paths)
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		if err := cl.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
 		}
-		for _, cond := range crd.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
+	}
+	for _, crd := range crds {
+		err := poll(ctx, "CRD "+crd.Name+" to be Established", alive, func() (bool, error) {
+			var live apiextensionsv1.CustomResourceDefinition
+			if err := cl.Get(ctx, client.ObjectKey{Name: crd.Name}, &live); err != nil {
+				return false, fmt.Errorf("getting CRD %s: %w", crd.Name, err)
 			}
+			return clusters.Established(&live), nil
+		}, func() error { return errors.New("not Established yet") })
+		if err != nil {
+			return err
 		}
-		return false, nil
-	}, func() error { return errors.New("not Established yet") })
+	}
+	return nil
 }
 
 // readCRDs decodes every CustomResourceDefinition in the given YAML files (one or more documents

@@ -527,10 +527,15 @@ func (c *Cluster) waitAPIServer(ctx context.Context, server string, caPEM []byte
 // the context ends; then the error names what was awaited and, through last, why it did not
 // happen.
 func (c *Cluster) poll(ctx context.Context, what string, cond func() (bool, error), last func() error) error {
+	return poll(ctx, what, c.checkAlive, cond, last)
+}
+
+// poll is Cluster.poll with the liveness check passed in.
+func poll(ctx context.Context, what string, alive func() error, cond func() (bool, error), last func() error) error {
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
 	for {
-		if err := c.checkAlive(); err != nil {
+		if err := alive(); err != nil {
 			return fmt.Errorf("waiting for %s: %w", what, err)
 		}
 		ok, err := cond()

@@ -11,7 +11,7 @@ import (
 )
 
 // NewScheme returns the scheme every manager uses: the built-in kinds (core, apps, storage,
-// policy, rbac, ...), apiextensions (to notice the VolumeSnapshotClass CRD appear), OpenShift
+// policy, rbac, ...), apiextensions (to notice the VolumeSnapshotClass and ServiceMonitor CRDs appear), OpenShift
 // config and operator v1, HyperShift v1beta1 and snapshot v1.
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
@@ -28,4 +28,15 @@ func NewScheme() (*runtime.Scheme, error) {
 		}
 	}
 	return s, nil
+}
+
+// Established reports whether the API server serves the kind crd defines: only then can it be
+// watched or applied.
+func Established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
