@@ -1,16 +1,9 @@
-// Package install checks the operator's own install manifests (manifests/install): statically,
-// that they grant no wildcard and follow the pod rules; and against real local clusters, that the
-// operator's managers, running in-process under exactly that RBAC (by impersonating the
-// ServiceAccounts the manifests bind), install, report, remove and reinstall the driver without a
-// single request being forbidden.
 package install
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,10 +38,6 @@ import (
 const (
 	// operatorSA names the operator's ServiceAccount in every install set.
 	operatorSA = "cinder-csi-operator"
-	// placeholderNamespace is the HostedControlPlane namespace in management.yaml, which the
-	// installer replaces.
-	placeholderNamespace = "clusters-example"
-
 	// Generous: two shared cores run two or three local clusters at once.
 	installTimeout = 4 * time.Minute
 	poll           = 500 * time.Millisecond
@@ -90,36 +78,18 @@ func newScheme(t testing.TB) *runtime.Scheme {
 // fails the test, so a typo cannot silently drop a field.
 func readManifest(t testing.TB, rel string, replace *strings.Replacer) []doc {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(installDir, filepath.FromSlash(rel)))
+	read, err := Read(filepath.Join(installDir, filepath.FromSlash(rel)), replace)
 	if err != nil {
-		t.Fatalf("reading %s: %v", rel, err)
-	}
-	if replace != nil {
-		data = []byte(replace.Replace(string(data)))
+		t.Fatal(err)
 	}
 	decoder := serializer.NewCodecFactory(newScheme(t), serializer.EnableStrict).UniversalDeserializer()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var docs []doc
-	for i := 1; ; i++ {
-		raw, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for i, d := range read {
+		obj, _, err := decoder.Decode(d.Raw, nil, nil)
 		if err != nil {
-			t.Fatalf("reading document %d of %s: %v", i, rel, err)
+			t.Fatalf("decoding object %d of %s: %v", i+1, rel, err)
 		}
-		u := &unstructured.Unstructured{}
-		if err := utilyaml.Unmarshal(raw, &u.Object); err != nil {
-			t.Fatalf("parsing document %d of %s: %v", i, rel, err)
-		}
-		if len(u.Object) == 0 {
-			continue // only comments
-		}
-		obj, _, err := decoder.Decode(raw, nil, nil)
-		if err != nil {
-			t.Fatalf("decoding document %d of %s: %v", i, rel, err)
-		}
-		docs = append(docs, doc{File: rel, U: u, Obj: obj})
+		docs = append(docs, doc{File: rel, U: d.Object, Obj: obj})
 	}
 	if len(docs) == 0 {
 		t.Fatalf("%s holds no object", rel)

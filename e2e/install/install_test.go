@@ -34,7 +34,7 @@ func TestHyperShiftInstall(t *testing.T) {
 	t.Parallel()
 	e := env.StartForTest(t, env.Options{Mode: env.ModeHyperShift})
 	// The installer's substitution of the HostedControlPlane namespace.
-	placeholder := strings.NewReplacer(placeholderNamespace, e.Namespace)
+	placeholder := strings.NewReplacer(PlaceholderNamespace, e.Namespace)
 	mgmtDocs := readManifest(t, hyperShiftManagementFile, placeholder)
 	guestDocs := readManifest(t, hyperShiftGuestFile, nil)
 	mgmtID, guestID := serviceAccount(e.Namespace), serviceAccount(names.GuestNamespace)

@@ -94,7 +94,7 @@ func TestInstallManifests(t *testing.T) {
 	t.Run("When the HyperShift management set is read, it should be namespaced in the placeholder HCP namespace only", func(t *testing.T) {
 		g := NewWithT(t)
 		for _, d := range readManifest(t, hyperShiftManagementFile, nil) {
-			g.Expect(d.U.GetNamespace()).To(Equal(placeholderNamespace), "%s", d)
+			g.Expect(d.U.GetNamespace()).To(Equal(PlaceholderNamespace), "%s", d)
 			g.Expect(d.U.GetKind()).NotTo(BeElementOf("ClusterRole", "ClusterRoleBinding", "Namespace"), "%s", d)
 		}
 		g.Expect(objectsOf[*appsv1.Deployment](readManifest(t, hyperShiftManagementFile, nil))).To(HaveLen(1))
