@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
@@ -14,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -66,6 +69,14 @@ type Reconciler struct {
 
 	topology *topologyCache
 	now      func() time.Time
+
+	// mgmt is the cluster (and cache) of the controller namespace, and controller is this
+	// reconciler's controller: the ServiceMonitor watch is added once the kind is served.
+	mgmt       cluster.Cluster
+	controller controller.Controller
+	// watchMonitors starts the ServiceMonitor watch once: watching a kind the API server does
+	// not serve would fail, and the monitoring stack may be installed at any time.
+	watchMonitors sync.Once
 }
 
 // driverRequest is the one request every event maps to: there is one ClusterCSIDriver.
@@ -111,9 +122,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, mgmt, guest cluster.Clus
 		b = b.WatchesRawSource(watch(mgmt, &hyperv1.HostedControlPlane{}, inNamespace))
 	} else {
 		b = b.WatchesRawSource(watch(guest, &configv1.Infrastructure{})).
-			WatchesRawSource(watch(guest, &configv1.Proxy{}))
+			WatchesRawSource(watch(guest, &configv1.Proxy{})).
+			WatchesRawSource(watch(guest, &apiextensionsv1.CustomResourceDefinition{}, named(names.ServiceMonitorCRD)))
 	}
-	return b.Complete(r)
+	c, err := b.Build(r)
+	if err != nil {
+		return err
+	}
+	r.controller = c
+	return nil
 }
 
 // Reconcile makes the controller objects match the ClusterCSIDriver, the credentials and the
@@ -143,7 +160,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		setUnmanaged(st, in.Deployment)
 		return ctrl.Result{}, nil
 	case operatorv1.Removed:
-		err := r.remove(ctx)
+		err := r.remove(ctx, in)
 		setRemoved(st, err)
 		return ctrl.Result{}, err
 	}
@@ -180,7 +197,12 @@ func (r *Reconciler) applyAll(ctx context.Context, cfg *config, in *inputs, topo
 	if err != nil {
 		return err
 	}
-	mgmt := apply.New(r.Mgmt, r.fieldOwner()).Adopting(names.LegacyFieldOwners...)
+	if cfg.ServiceMonitor {
+		if err := r.startMonitorWatch(); err != nil {
+			return err
+		}
+	}
+	mgmt := r.mgmtApplier().Adopting(names.LegacyFieldOwners...)
 	guest := apply.New(r.Guest, r.fieldOwner()).Adopting(names.LegacyFieldOwners...)
 	if _, err := guest.Apply(ctx, nodeConf); err != nil {
 		return err
@@ -195,6 +217,27 @@ func (r *Reconciler) applyAll(ctx context.Context, cfg *config, in *inputs, topo
 		}
 	}
 	return nil
+}
+
+// mgmtApplier applies to the controller namespace. It compares with the namespace's cache for
+// every kind, including the ServiceMonitor, which the client would read from the API server
+// because the scheme has no type for it.
+func (r *Reconciler) mgmtApplier() *apply.Applier {
+	a := apply.New(r.Mgmt, r.fieldOwner())
+	if r.mgmt != nil {
+		a.Reader = r.mgmt.GetCache()
+	}
+	return a
+}
+
+// startMonitorWatch watches the ServiceMonitor, so a changed or deleted one is put back.
+func (r *Reconciler) startMonitorWatch() error {
+	var err error
+	r.watchMonitors.Do(func() {
+		err = r.controller.Watch(source.Kind(r.mgmt.GetCache(), client.Object(newServiceMonitor()),
+			handler.EnqueueRequestsFromMapFunc(toDriver)))
+	})
+	return err
 }
 
 // desiredAll returns, in apply order, the objects the controlplane manager applies next to the
@@ -232,22 +275,40 @@ func desiredAll(d *manifests.Decoder, rc Config, cfg *config, credentials *corev
 	if err != nil {
 		return nil, nil, fmt.Errorf("computing the controller objects: %w", err)
 	}
-	return append([]client.Object{controllerConf}, objs...), nodeConf, nil
+	objs = append([]client.Object{controllerConf}, objs...)
+	if cfg.ServiceMonitor && !rc.HyperShift {
+		sm, err := desiredServiceMonitor(d, ns)
+		if err != nil {
+			return nil, nil, fmt.Errorf("computing the ServiceMonitor: %w", err)
+		}
+		objs = append(objs, sm)
+	}
+	return objs, nodeConf, nil
 }
 
 // remove deletes what this manager created, for managementState Removed.
-func (r *Reconciler) remove(ctx context.Context) error {
+func (r *Reconciler) remove(ctx context.Context, in *inputs) error {
 	ns := r.Config.Namespace
-	mgmt := apply.New(r.Mgmt, r.fieldOwner())
+	mgmt := r.mgmtApplier()
 	guest := apply.New(r.Guest, r.fieldOwner())
 	var errs []error
-	for _, o := range []client.Object{
+	objs := []client.Object{
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerDeployment}},
 		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerPDB}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerMetricsService}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerServiceAccount}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.CloudConfConfigMap}},
-	} {
+	}
+	if !r.Config.HyperShift {
+		objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.TrustedCABundleConfigMap}})
+	}
+	if in.ServiceMonitorCRD {
+		sm := newServiceMonitor()
+		sm.SetNamespace(ns)
+		sm.SetName(names.ControllerServiceMonitor)
+		objs = append([]client.Object{sm}, objs...)
+	}
+	for _, o := range objs {
 		if _, err := mgmt.Delete(ctx, o); err != nil {
 			errs = append(errs, err)
 		}

@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
@@ -563,4 +564,92 @@ func toAny(objs []client.Object) []any {
 		out[i] = o
 	}
 	return out
+}
+
+func TestDesiredServiceMonitor(t *testing.T) {
+	t.Parallel()
+	const ns = names.GuestNamespace
+	d := testDecoder(t)
+
+	t.Run("When rendered for the standalone namespace, it should match the fixture", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		sm, err := desiredServiceMonitor(d, ns)
+		g.Expect(err).NotTo(HaveOccurred())
+		golden.CompareWithFixture(t, sm)
+	})
+
+	t.Run("When rendered, it should scrape every metrics Service port over TLS checked against the Service's name", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		sm, err := desiredServiceMonitor(d, ns)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(sm.GroupVersionKind()).To(Equal(serviceMonitorGVK))
+		g.Expect(sm.GetNamespace()).To(Equal(ns))
+		g.Expect(sm.GetLabels()).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue))
+
+		svc, err := manifests.Object[*corev1.Service](d, "controller_metrics_service.yaml")
+		g.Expect(err).NotTo(HaveOccurred())
+		selector, _, err := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(selector).NotTo(BeEmpty())
+		for k, v := range selector {
+			g.Expect(svc.Labels).To(HaveKeyWithValue(k, v), "the selector must select the metrics Service")
+		}
+
+		endpoints, _, err := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		g.Expect(err).NotTo(HaveOccurred())
+		var ports []string
+		for _, e := range endpoints {
+			ep := e.(map[string]any)
+			ports = append(ports, ep["port"].(string))
+			g.Expect(ep).To(HaveKeyWithValue("scheme", "https"))
+			g.Expect(ep).To(HaveKeyWithValue("interval", "30s"))
+			serverName, _, _ := unstructured.NestedString(ep, "tlsConfig", "serverName")
+			g.Expect(serverName).To(Equal(names.ControllerMetricsService + "." + ns + ".svc"))
+		}
+		var svcPorts []string
+		for _, p := range svc.Spec.Ports {
+			svcPorts = append(svcPorts, p.Name)
+		}
+		g.Expect(ports).To(ConsistOf(svcPorts))
+	})
+}
+
+func TestDesiredAllServiceMonitor(t *testing.T) {
+	t.Parallel()
+	d := testDecoder(t)
+	kinds := func(objs []client.Object) []string {
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.GetObjectKind().GroupVersionKind().Kind+"/"+o.GetName())
+		}
+		return out
+	}
+	monitor := "ServiceMonitor/" + names.ControllerServiceMonitor
+	for _, tt := range []struct {
+		name       string
+		hyperShift bool
+		crd        bool
+		want       bool
+	}{
+		{name: "When standalone and the CRD is served, it should apply the ServiceMonitor last", crd: true, want: true},
+		{name: "When standalone without the CRD, it should not apply a ServiceMonitor"},
+		{name: "When on HyperShift, it should never apply a ServiceMonitor", hyperShift: true, crd: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			rc := Config{HyperShift: tt.hyperShift, Namespace: names.GuestNamespace, Images: testImages()}
+			// On HyperShift the flag is set as well: desiredAll itself must leave it out.
+			cfg := &config{ClusterID: "infra-1", ControllerConf: "[Global]\n", ServiceMonitor: tt.crd}
+			objs, _, err := desiredAll(d, rc, cfg, &corev1.Secret{}, false)
+			g.Expect(err).NotTo(HaveOccurred())
+			if tt.want {
+				g.Expect(kinds(objs)[len(objs)-1]).To(Equal(monitor))
+			} else {
+				g.Expect(kinds(objs)).NotTo(ContainElement(monitor))
+			}
+		})
+	}
 }

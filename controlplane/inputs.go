@@ -11,11 +11,13 @@ import (
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -40,6 +42,8 @@ type inputs struct {
 	// CloudConf is the live controller copy of cloud-conf: it holds the last topology decision.
 	CloudConf  *corev1.ConfigMap
 	Deployment *appsv1.Deployment
+	// ServiceMonitorCRD is set when the API server serves ServiceMonitors (standalone only).
+	ServiceMonitorCRD bool
 }
 
 // readInputs reads every input from the caches; a missing object is not an error.
@@ -63,6 +67,7 @@ func (r *Reconciler) readInputs(ctx context.Context) (*inputs, error) {
 		dep                                appsv1.Deployment
 		infra                              configv1.Infrastructure
 		proxy                              configv1.Proxy
+		monitorCRD                         apiextensionsv1.CustomResourceDefinition
 	)
 	errs := []error{
 		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.CredentialsSecret}, &creds, func() { in.Credentials = &creds }),
@@ -77,6 +82,7 @@ func (r *Reconciler) readInputs(ctx context.Context) (*inputs, error) {
 			get(r.Guest, client.ObjectKey{Name: names.InfrastructureName}, &infra, func() { in.Infrastructure = &infra }),
 			get(r.Guest, client.ObjectKey{Name: names.ProxyName}, &proxy, func() { in.Proxy = &proxy }),
 			get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.TrustedCABundleConfigMap}, &trustedCA, func() { in.TrustedCA = &trustedCA }),
+			get(r.Guest, client.ObjectKey{Name: names.ServiceMonitorCRD}, &monitorCRD, func() { in.ServiceMonitorCRD = clusters.Established(&monitorCRD) }),
 		)
 		if in.Infrastructure != nil && in.Infrastructure.Spec.CloudConfig.Name != "" {
 			key := client.ObjectKey{Namespace: names.OpenShiftConfigNamespace, Name: in.Infrastructure.Spec.CloudConfig.Name}
@@ -123,6 +129,9 @@ type config struct {
 	// Proxy is the cluster-wide proxy and TrustedCA the injected CA bundle (standalone).
 	Proxy     configv1.ProxyStatus
 	TrustedCA *corev1.ConfigMap
+	// ServiceMonitor is set when the controller's ServiceMonitor is to be applied (standalone,
+	// with the kind served).
+	ServiceMonitor bool
 }
 
 // Standalone placement of the controller: the masters, unless the control plane is External
@@ -154,6 +163,7 @@ func resolveStandalone(cfg *config, in *inputs) []problem {
 	if in.Proxy != nil {
 		cfg.Proxy = in.Proxy.Status
 	}
+	cfg.ServiceMonitor = in.ServiceMonitorCRD
 	// The operator creates the ConfigMap empty and the cluster network operator fills it: only
 	// a filled one is an input. Hashing the empty one would add a hash annotation on the
 	// reconcile after the one that created it, and so roll the controller a second time.

@@ -2,7 +2,8 @@
 // mode, the controller half of the operator). It owns the CSI controller Deployment, its
 // ServiceAccount, PodDisruptionBudget and metrics Service, and both copies of the cloud-conf
 // ConfigMap; it decides topology from the OpenStack availability zones; it writes its own
-// ClusterCSIDriver conditions in the guest.
+// ClusterCSIDriver conditions in the guest. In standalone mode it also owns the trusted CA bundle
+// ConfigMap and, when the monitoring stack serves the kind, the controller's ServiceMonitor.
 package controlplane
 
 import (
@@ -15,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -105,6 +107,11 @@ func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
 		guestConfigMaps[names.OpenShiftConfigNamespace] = cache.Config{}
 		guest.ByObject[&configv1.Infrastructure{}] = cache.ByObject{Field: byName(names.InfrastructureName)}
 		guest.ByObject[&configv1.Proxy{}] = cache.ByObject{Field: byName(names.ProxyName)}
+		// The ServiceMonitor is watched once its CRD is served, so a cluster without the
+		// monitoring stack costs nothing. Its informer covers the controller namespace
+		// unfiltered: a per-kind option would need the kind's REST mapping when the cache
+		// is built, before the CRD may exist, and the namespace holds few ServiceMonitors.
+		guest.ByObject[&apiextensionsv1.CustomResourceDefinition{}] = cache.ByObject{Field: byName(names.ServiceMonitorCRD)}
 	}
 	return mgmt, guest
 }
@@ -121,6 +128,7 @@ func Setup(mgr ctrl.Manager, mgmt, guest cluster.Cluster, cfg Config) error {
 		Decoder:  manifests.NewDecoder(mgr.GetScheme()),
 		Recorder: guest.GetEventRecorder(names.FieldOwnerControlPlane),
 		topology: newTopologyCache(),
+		mgmt:     mgmt,
 	}
 	if cfg.NewZoneLister == nil {
 		cfg.NewZoneLister = func(ctx context.Context, c topology.Config) (topology.ZoneLister, error) {

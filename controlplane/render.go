@@ -28,6 +28,8 @@ type RenderInputs struct {
 	// EnableTopology is the topology decision when cinder-csi-config has no override: offline,
 	// the availability zones cannot be listed.
 	EnableTopology bool
+	// ServiceMonitorCRD says the cluster serves ServiceMonitors (standalone only).
+	ServiceMonitorCRD bool
 }
 
 // Render returns what the controlplane manager would apply for the inputs: the objects next to
@@ -43,6 +45,7 @@ func Render(d *manifests.Decoder, in RenderInputs) ([]client.Object, *corev1.Con
 	cfg, problems := r.resolve(driver, &inputs{
 		HCP: in.HCP, Credentials: in.Credentials, CAConfigMap: in.CAConfigMap,
 		Infrastructure: in.Infrastructure, Proxy: in.Proxy, TrustedCA: in.TrustedCA, UserConfig: in.UserConfig,
+		ServiceMonitorCRD: in.ServiceMonitorCRD,
 	})
 	if len(problems) > 0 {
 		return nil, nil, errors.New(problemsMessage(problems))

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 //go:embed operands/*.yaml
@@ -23,6 +25,8 @@ type Decoder struct {
 
 // NewDecoder returns a Decoder for the kinds of scheme. Decoding is strict: an unknown or
 // duplicated field in an embedded manifest is an error, so a typo cannot silently drop a field.
+// A kind the scheme does not know (one from an optional CRD, such as the ServiceMonitor) decodes
+// into an *unstructured.Unstructured; only duplicated fields are caught there.
 func NewDecoder(scheme *runtime.Scheme) *Decoder {
 	return &Decoder{codecs: serializer.NewCodecFactory(scheme, serializer.EnableStrict)}
 }
@@ -37,6 +41,9 @@ func (d *Decoder) Operand(name string) ([]client.Object, error) {
 	var objs []client.Object
 	for i, doc := range splitDocuments(string(data)) {
 		obj, _, err := d.codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if runtime.IsNotRegisteredError(err) {
+			obj, err = decodeUnstructured([]byte(doc))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("decoding document %d of manifest %s: %w", i+1, name, err)
 		}
@@ -64,6 +71,18 @@ func Object[T client.Object](d *Decoder, name string) (T, error) {
 		return zero, fmt.Errorf("manifest %s holds a %T, want %T", name, objs[0], zero)
 	}
 	return obj, nil
+}
+
+// decodeUnstructured decodes a document of a kind outside the scheme.
+func decodeUnstructured(doc []byte) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	if err := yaml.UnmarshalStrict(doc, &u.Object); err != nil {
+		return nil, err
+	}
+	if u.GetAPIVersion() == "" || u.GetKind() == "" {
+		return nil, fmt.Errorf("apiVersion and kind are required")
+	}
+	return u, nil
 }
 
 // splitDocuments splits a multi-document YAML file, dropping documents that hold only comments.

@@ -40,6 +40,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	userFile := fs.String("user-config-file", "", "ConfigMap openshift-config/cinder-csi-config YAML, optional")
 	driverFile := fs.String("clustercsidriver-file", "", "ClusterCSIDriver YAML, optional (default Managed, Normal)")
 	topology := fs.Bool("enable-topology", false, "topology decision to render when cinder-csi-config has no enable_topology (offline, zones cannot be listed)")
+	monitor := fs.Bool("servicemonitor", true, "standalone: render the ServiceMonitor, as on a cluster whose monitoring stack serves the kind")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,7 +55,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	in := controlplane.RenderInputs{EnableTopology: *topology}
+	in := controlplane.RenderInputs{EnableTopology: *topology, ServiceMonitorCRD: *monitor}
 	in.Config.HyperShift = hyperShift
 	if in.Config.Images, err = images.ControllerImages(os.LookupEnv, hyperShift); err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -208,11 +209,22 @@ func controllerObjects(ns string) []client.Object {
 // hyperShiftControllerObjects are the controlplane manager's objects in the HCP namespace.
 func hyperShiftControllerObjects(ns string) []client.Object { return controllerObjects(ns) }
 
-// standaloneControllerObjects are the controlplane manager's objects in standalone mode, the
-// node copy of cloud-conf included.
+// standaloneControllerObjects are the controlplane manager's objects in standalone mode: the
+// node copy of cloud-conf, the trusted CA bundle and the ServiceMonitor (the local clusters
+// serve its CRD) included.
 func standaloneControllerObjects() []client.Object {
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: name}
+	}
+	monitor := &unstructured.Unstructured{}
+	monitor.SetAPIVersion("monitoring.coreos.com/v1")
+	monitor.SetKind("ServiceMonitor")
+	monitor.SetNamespace(names.GuestNamespace)
+	monitor.SetName(names.ControllerServiceMonitor)
 	return append(controllerObjects(names.GuestNamespace),
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: names.CloudConfNodeConfigMap}})
+		&corev1.ConfigMap{ObjectMeta: meta(names.CloudConfNodeConfigMap)},
+		&corev1.ConfigMap{ObjectMeta: meta(names.TrustedCABundleConfigMap)},
+		monitor)
 }
 
 // guestObjects are the objects in the guest (or the one standalone cluster) that managementState

@@ -11,6 +11,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
@@ -68,6 +69,12 @@ func TestFreshInstall(t *testing.T) {
 		g.Expect(sc.Annotations).To(HaveKeyWithValue(names.DefaultStorageClassAnnotation, "true"))
 		g.Expect(*sc.VolumeBindingMode).To(Equal(storagev1.VolumeBindingWaitForFirstConsumer))
 		g.Expect(*sc.AllowVolumeExpansion).To(BeTrue())
+	})
+
+	t.Run("When on HyperShift, it should create no ServiceMonitor, though the management cluster serves the kind", func(t *testing.T) {
+		g := NewWithT(t)
+		err := e.MgmtClient.Get(context.Background(), client.ObjectKeyFromObject(serviceMonitor(e.Namespace)), serviceMonitor(e.Namespace))
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
 	})
 
 	t.Run("When the install is done, each workload should have rolled out exactly once", func(t *testing.T) {

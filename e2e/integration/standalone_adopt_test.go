@@ -23,6 +23,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -125,6 +126,7 @@ func TestStandaloneAdoptsCSIOperatorObjects(t *testing.T) {
 			"ConfigMap/" + names.TrustedCABundleConfigMap:                      names.FieldOwnerControlPlane,
 			"ServiceAccount/" + names.ControllerServiceAccount:                 names.FieldOwnerControlPlane,
 			"Service/" + names.ControllerMetricsService:                        names.FieldOwnerControlPlane,
+			"ServiceMonitor/" + names.ControllerServiceMonitor:                 names.FieldOwnerControlPlane,
 			"PodDisruptionBudget/" + names.ControllerPDB:                       names.FieldOwnerControlPlane,
 			"DaemonSet/" + names.NodeDaemonSet:                                 names.FieldOwnerGuest,
 			"ServiceAccount/" + names.NodeServiceAccount:                       names.FieldOwnerGuest,
@@ -296,6 +298,7 @@ func csiOperatorObjects(e *env.Env, creds *corev1.Secret) []client.Object {
 			},
 		},
 		csiOperatorMetricsService(ns),
+		csiOperatorServiceMonitor(ns),
 	}
 	hashes := map[string]string{
 		csiOperatorCloudConfHash:   libraryGoHash(cloudConf.Data),
@@ -336,6 +339,28 @@ func csiOperatorMetricsService(ns string) *corev1.Service {
 		})
 	}
 	return svc
+}
+
+// csiOperatorServiceMonitor is the ServiceMonitor of csi-operator's standalone assets.
+func csiOperatorServiceMonitor(ns string) *unstructured.Unstructured {
+	sm := serviceMonitor(ns)
+	var endpoints []any
+	for _, p := range []string{"driver-m", "provisioner-m", "attacher-m", "resizer-m", "snapshotter-m"} {
+		endpoints = append(endpoints, map[string]any{
+			"port": p, "path": "/metrics", "scheme": "https", "interval": "30s",
+			"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+			"tlsConfig": map[string]any{
+				"caFile":     "/etc/prometheus/configmaps/serving-certs-ca-bundle/service-ca.crt",
+				"serverName": names.ControllerMetricsService + "." + ns + ".svc",
+			},
+		})
+	}
+	sm.Object["spec"] = map[string]any{
+		"jobLabel":  "component",
+		"selector":  map[string]any{"matchLabels": map[string]any{"app": names.ControllerMetricsService}},
+		"endpoints": endpoints,
+	}
+	return sm
 }
 
 // requests returns resource requests of cpu and memory.
@@ -591,11 +616,15 @@ func csiOperatorDaemonSet(cloudConfHash string) *appsv1.DaemonSet {
 // fields the server no longer has.
 func reread(g Gomega, e *env.Env, o client.Object) client.Object {
 	fresh := reflect.New(reflect.TypeOf(o).Elem()).Interface().(client.Object)
+	if u, ok := o.(*unstructured.Unstructured); ok {
+		fresh = &unstructured.Unstructured{}
+		fresh.GetObjectKind().SetGroupVersionKind(u.GroupVersionKind())
+	}
 	g.Expect(e.GuestClient.Get(context.Background(), client.ObjectKeyFromObject(o), fresh)).To(Succeed())
 	return fresh
 }
 
-// kindName returns the kind of a typed object.
+// kindName returns the kind of an object.
 func kindName(g Gomega, e *env.Env, o client.Object) string {
 	gvk, err := e.GuestClient.GroupVersionKindFor(o)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -77,8 +77,8 @@ func (a *Applier) Adopting(managers ...string) *Applier {
 }
 
 // Apply server-side-applies obj (its metadata and spec; never its status) unless the live object
-// already matches. obj must carry its name (and namespace) and be of a type the client's scheme
-// knows.
+// already matches. obj must carry its name (and namespace), and be either of a type the client's
+// scheme knows or an *unstructured.Unstructured with its apiVersion and kind.
 func (a *Applier) Apply(ctx context.Context, obj client.Object) (Result, error) {
 	return a.apply(ctx, obj, "")
 }
@@ -180,15 +180,24 @@ func (a *Applier) Delete(ctx context.Context, obj client.Object) (Result, error)
 	return Deleted, nil
 }
 
-// live returns the live object, or nil when it does not exist.
+// live returns the live object, or nil when it does not exist. A kind outside the client's
+// scheme (a CRD's the operator has no Go type for) is read as unstructured; Reader decides
+// whether that read is served by a cache.
 func (a *Applier) live(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) (client.Object, error) {
+	var cobj client.Object
 	obj, err := a.Client.Scheme().New(gvk)
-	if err != nil {
+	switch {
+	case runtime.IsNotRegisteredError(err):
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		cobj = u
+	case err != nil:
 		return nil, fmt.Errorf("creating a %s: %w", gvk.Kind, err)
-	}
-	cobj, ok := obj.(client.Object)
-	if !ok {
-		return nil, fmt.Errorf("%s is not a client.Object", gvk.Kind)
+	default:
+		var ok bool
+		if cobj, ok = obj.(client.Object); !ok {
+			return nil, fmt.Errorf("%s is not a client.Object", gvk.Kind)
+		}
 	}
 	if err := a.Reader.Get(ctx, key, cobj); err != nil {
 		if apierrors.IsNotFound(err) {

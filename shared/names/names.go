@@ -32,6 +32,8 @@ const (
 	ControllerMetricsService = AssetPrefix + "-controller-metrics"
 	ControllerMetricsSecret  = AssetPrefix + "-controller-metrics-serving-cert"
 	TrustedCABundleConfigMap = AssetPrefix + "-trusted-ca-bundle"
+	// ControllerServiceMonitor is created in standalone mode when its CRD exists.
+	ControllerServiceMonitor = AssetPrefix + "-controller-monitor"
 
 	// CloudConfConfigMap carries the generated cloud.conf and the topology decision. The
 	// controller copy lives next to the controller; the node copy in the guest namespace.
@@ -67,6 +69,8 @@ const (
 	ProxyName          = "cluster"
 	// VolumeSnapshotClassCRD is the CRD whose presence enables the VolumeSnapshotClass.
 	VolumeSnapshotClassCRD = "volumesnapshotclasses.snapshot.storage.k8s.io"
+	// ServiceMonitorCRD is the CRD whose presence enables the ServiceMonitor (standalone).
+	ServiceMonitorCRD = "servicemonitors.monitoring.coreos.com"
 )
 
 // ConfigMap and Secret keys.
