@@ -25,6 +25,9 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 IMAGE ?= cinder-csi-operator:$(VERSION)
 CONTAINER_TOOL ?= docker
+# The Dockerfile's defaults when empty: a Go builder image and scratch.
+BUILDER_IMAGE ?=
+BASE_IMAGE ?=
 MODE ?= hypershift
 # The test timeout covers the idle-window test (five minutes) plus cluster start-ups.
 TEST_TIMEOUT ?= 40m
@@ -68,9 +71,21 @@ build: ## Build bin/cinder-csi-operator.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/cinder-csi-operator ./cmd/cinder-csi-operator
 
 .PHONY: image
-image: ## Build the container image (needs a container builder and its base images).
+image: ## Build the container image with the Dockerfile (needs a container builder and its BUILDER_IMAGE).
 	@command -v $(CONTAINER_TOOL) >/dev/null || { echo "$(CONTAINER_TOOL) not found: building the image needs a container builder" >&2; exit 1; }
-	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) \
+	  $(if $(BUILDER_IMAGE),--build-arg BUILDER_IMAGE=$(BUILDER_IMAGE)) $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) \
+	  -t $(IMAGE) . || { \
+	  echo "building $(IMAGE) failed; where the builder image cannot be pulled, \`make image-from-binary\` packages the same binary" >&2; exit 1; }
+
+.PHONY: image-from-binary
+image-from-binary: build ## Package bin/cinder-csi-operator as IMAGE without a builder or base image (for machines that cannot pull one).
+	@command -v $(CONTAINER_TOOL) >/dev/null || { echo "$(CONTAINER_TOOL) not found" >&2; exit 1; }
+	rootfs=$$(mktemp -d) && trap 'rm -rf "$$rootfs"' EXIT && \
+	  install -D -m 0755 $(BIN)/cinder-csi-operator "$$rootfs/usr/bin/cinder-csi-operator" && \
+	  install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$$rootfs/etc/ssl/certs/ca-certificates.crt" && \
+	  tar -C "$$rootfs" --numeric-owner --owner=0 --group=0 -c . | $(CONTAINER_TOOL) import \
+	    --change 'USER 65532:65532' --change 'ENTRYPOINT ["/usr/bin/cinder-csi-operator"]' - $(IMAGE)
 
 ##@ Verification
 
