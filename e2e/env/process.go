@@ -9,17 +9,31 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
 // Processes are operator processes started from the built binary, as a platform would run it.
 type Processes struct {
-	cmds []*exec.Cmd
+	procs []*operatorProcess
+	// exited receives the first process that ends on its own, before Stop.
+	exited chan error
 	// MetricsAddrs are the managers' /metrics addresses, by manager name.
 	MetricsAddrs map[string]string
 	// HealthAddrs are the managers' /healthz and /readyz addresses, by manager name.
 	HealthAddrs map[string]string
+}
+
+// operatorProcess is one running manager. Its Wait runs in its own goroutine from the start, so
+// an exit is seen when it happens, not only when Stop looks.
+type operatorProcess struct {
+	name string
+	cmd  *exec.Cmd
+	// done is closed once the process has ended; err is then its Wait result.
+	done     chan struct{}
+	err      error
+	stopping atomic.Bool
 }
 
 // ProcessOptions tune operator processes.
@@ -39,7 +53,7 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 	if o.Output == nil {
 		o.Output = io.Discard
 	}
-	p := &Processes{MetricsAddrs: map[string]string{}, HealthAddrs: map[string]string{}}
+	p := &Processes{MetricsAddrs: map[string]string{}, HealthAddrs: map[string]string{}, exited: make(chan error, 1)}
 	environ := os.Environ()
 	for k, v := range LocalImages {
 		environ = append(environ, k+"="+v)
@@ -80,7 +94,19 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 			_ = p.Stop()
 			return nil, fmt.Errorf("starting %s: %w", r.name, err)
 		}
-		p.cmds = append(p.cmds, cmd)
+		op := &operatorProcess{name: r.name, cmd: cmd, done: make(chan struct{})}
+		go func() {
+			op.err = cmd.Wait()
+			close(op.done)
+			if op.stopping.Load() {
+				return
+			}
+			select {
+			case p.exited <- fmt.Errorf("the %s manager exited on its own (%v)", op.name, op.err):
+			default: // Another process's exit was reported first.
+			}
+		}()
+		p.procs = append(p.procs, op)
 		p.MetricsAddrs[r.name], p.HealthAddrs[r.name] = metrics, health
 	}
 	return p, nil
@@ -89,36 +115,38 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 // Pids returns the processes' IDs, by position (controlplane then guest, or standalone).
 func (p *Processes) Pids() []int {
 	var pids []int
-	for _, c := range p.cmds {
-		pids = append(pids, c.Process.Pid)
+	for _, op := range p.procs {
+		pids = append(pids, op.cmd.Process.Pid)
 	}
 	return pids
 }
 
+// Exited receives an error naming the manager when one of the processes ends before Stop: an
+// operator that cannot start (a bad flag, an unreadable kubeconfig) exits at once, and a caller
+// waiting for the driver to become available should say so rather than time out.
+func (p *Processes) Exited() <-chan error { return p.exited }
+
 // Stop terminates the processes (SIGTERM, then SIGKILL after ten seconds) and waits for them.
 func (p *Processes) Stop() error {
+	for _, op := range p.procs {
+		op.stopping.Store(true)
+	}
 	var errs []error
-	for _, c := range p.cmds {
-		if c.Process == nil {
-			continue
-		}
-		_ = c.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- c.Wait() }()
-		var err error
+	for _, op := range p.procs {
+		_ = op.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case err = <-done:
+		case <-op.done:
 		case <-time.After(10 * time.Second):
-			_ = c.Process.Kill()
-			err = <-done
+			_ = op.cmd.Process.Kill()
+			<-op.done
 		}
 		// An exit status (including "killed") is how a stopped operator ends.
 		var exit *exec.ExitError
-		if err != nil && !errors.As(err, &exit) {
-			errs = append(errs, err)
+		if op.err != nil && !errors.As(op.err, &exit) {
+			errs = append(errs, op.err)
 		}
 	}
-	p.cmds = nil
+	p.procs = nil
 	return errors.Join(errs...)
 }
 

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -93,9 +94,9 @@ func run() error {
 	}()
 	fmt.Printf("Operator started (log: %s)\n", logPath)
 
-	d, err := waitAvailable(ctx, e.GuestClient, 5*time.Minute)
+	d, err := waitAvailable(ctx, e.GuestClient, procs.Exited(), 5*time.Minute)
 	if err != nil {
-		return fmt.Errorf("waiting for the driver to become available: %w (see %s)", err, logPath)
+		return fmt.Errorf("waiting for the driver to become available: %w%s", err, logTail(logPath))
 	}
 	fmt.Printf("\nCinder CSI driver available %s after the operator started (%s after run-local started).\n\n",
 		time.Since(opStart).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
@@ -104,13 +105,32 @@ func run() error {
 		return nil
 	}
 	fmt.Println("\nRunning until interrupted (Ctrl-C).")
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-procs.Exited():
+		return fmt.Errorf("%w%s", err, logTail(logPath))
+	}
 	fmt.Println("\nStopping.")
 	return nil
 }
 
-// waitAvailable polls the ClusterCSIDriver until the controller and node are Available.
-func waitAvailable(ctx context.Context, c client.Client, timeout time.Duration) (*operatorv1.ClusterCSIDriver, error) {
+// logTail returns the operator log's last lines, indented under a heading, for an error
+// message: what a user needs to see first when the operator did not come up.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	return fmt.Sprintf("\nlast lines of %s:\n  %s", path, strings.Join(lines, "\n  "))
+}
+
+// waitAvailable polls the ClusterCSIDriver until the controller and node are Available; an
+// operator process that exits ends the wait at once.
+func waitAvailable(ctx context.Context, c client.Client, exited <-chan error, timeout time.Duration) (*operatorv1.ClusterCSIDriver, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	t := time.NewTicker(500 * time.Millisecond)
@@ -125,6 +145,8 @@ func waitAvailable(ctx context.Context, c client.Client, timeout time.Duration) 
 		select {
 		case <-ctx.Done():
 			return nil, errors.New("timed out")
+		case err := <-exited:
+			return nil, err
 		case <-t.C:
 		}
 	}
