@@ -31,7 +31,6 @@ const (
 	guestKubeconfigVolume = "hosted-kubeconfig"
 	guestKubeconfigDir    = "/etc/hosted-kubernetes"
 	metricsCertVolume     = "metrics-serving-cert"
-	hyperShiftPriority    = "hypershift-control-plane"
 	standalonePriority    = "system-cluster-critical"
 	hostnameTopologyKey   = "kubernetes.io/hostname"
 )
@@ -326,7 +325,7 @@ func hardenContainer(c *corev1.Container) {
 func adaptHyperShiftController(tmpl *corev1.PodTemplateSpec, in controllerInputs) {
 	pod := &tmpl.Spec
 	tmpl.Labels[names.HostedControlPlaneLabel] = in.Namespace
-	pod.PriorityClassName = hyperShiftPriority
+	pod.PriorityClassName = names.HyperShiftPriorityClass
 	pod.Tolerations = append([]corev1.Toleration{
 		{Key: names.ControlPlaneNodeLabel, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule},
 		{Key: names.HostedClusterNodeLabel, Operator: corev1.TolerationOpEqual, Value: in.Namespace, Effect: corev1.TaintEffectNoSchedule},

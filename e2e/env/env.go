@@ -20,6 +20,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
 // Modes.
@@ -140,7 +141,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		}
 		mgmtOpts := localcluster.Options{
 			Name: "management", WorkDir: e.Dir, Masters: 0, Workers: 2,
-			NodeLabels: map[string]string{"hypershift.openshift.io/control-plane": "true"},
+			NodeLabels: map[string]string{names.ControlPlaneNodeLabel: "true"},
 			CRDs:       mgmtCRDs, Audit: o.Audit, Logf: o.Logf,
 		}
 		if e.Mgmt, e.Guest, err = localcluster.StartPair(ctx, mgmtOpts, guestOpts); err != nil {

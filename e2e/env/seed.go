@@ -2,6 +2,7 @@ package env
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -10,6 +11,7 @@ import (
 	operatorv1 "github.com/openshift/api/operator/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,9 +27,48 @@ const GuestNamespace = names.GuestNamespace
 // CloudProviderConfig is the installer's cloud-provider ConfigMap in openshift-config.
 const CloudProviderConfig = "cloud-provider-config"
 
-// seed creates what HyperShift (or a standalone installation) provides before the operator runs.
+// Seed is what HyperShift's control-plane-operator and hosted-cluster-config-operator (or, in
+// standalone mode, the installer and cluster-storage-operator) would have written before the
+// operator runs. It works on any pair of clusters: the local ones Start brings up, or kind
+// clusters (e2e/cmd/e2e-kind).
+type Seed struct {
+	// Mode is ModeHyperShift or ModeStandalone.
+	Mode string
+	// Mgmt and Guest are admin clients; the same cluster in standalone mode.
+	Mgmt, Guest client.Client
+	// Namespace is the HCP namespace (or the guest namespace in standalone mode).
+	Namespace string
+	// HostedCluster names the HostedControlPlane.
+	HostedCluster string
+	// HighlyAvailable seeds the HCP's controllerAvailabilityPolicy (or the standalone
+	// Infrastructure's controlPlaneTopology) as HighlyAvailable.
+	HighlyAvailable bool
+	// OpenStack is the fake OpenStack clouds.yaml and the CA point at.
+	OpenStack *fakeopenstack.Server
+	// GuestKubeconfig is the guest admin kubeconfig stored in service-network-admin-kubeconfig
+	// (HyperShift), as the management cluster's pods reach the guest.
+	GuestKubeconfig []byte
+}
+
+// seed creates the seed objects of the environment.
 func (e *Env) seed(ctx context.Context) error {
-	clouds, err := e.OpenStack.CloudsYAML(fakeopenstack.CloudOptions{CloudName: CloudName, Versionless: true})
+	s := Seed{
+		Mode: e.Mode, Mgmt: e.MgmtClient, Guest: e.GuestClient, Namespace: e.Namespace,
+		HostedCluster: e.options.HostedCluster, HighlyAvailable: e.options.HighlyAvailable, OpenStack: e.OpenStack,
+	}
+	if e.Mode == ModeHyperShift {
+		kc, err := os.ReadFile(e.Guest.KubeconfigPath())
+		if err != nil {
+			return err
+		}
+		s.GuestKubeconfig = kc
+	}
+	return s.Create(ctx)
+}
+
+// Create creates the seed objects; those that exist already are left as they are.
+func (s Seed) Create(ctx context.Context) error {
+	clouds, err := s.OpenStack.CloudsYAML(fakeopenstack.CloudOptions{CloudName: CloudName, Versionless: true})
 	if err != nil {
 		return err
 	}
@@ -35,63 +76,69 @@ func (e *Env) seed(ctx context.Context) error {
 	for _, ns := range []string{GuestNamespace, names.OpenShiftConfigNamespace} {
 		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
-	objs = append(objs, e.clusterCSIDriver())
-	if err := createAll(ctx, e.GuestClient, objs); err != nil {
+	objs = append(objs, clusterCSIDriver())
+	if err := createAll(ctx, s.Guest, objs); err != nil {
 		return err
 	}
-	if err := e.seedInfrastructure(ctx); err != nil {
+	if err := s.createInfrastructure(ctx); err != nil {
 		return err
 	}
 
 	creds := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: names.CredentialsSecret},
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: names.CredentialsSecret},
 		Data: map[string][]byte{
 			names.KeyCloudsYAML: clouds,
-			names.KeyCACert:     e.OpenStack.CACertPEM(),
+			names.KeyCACert:     s.OpenStack.CACertPEM(),
 		},
 	}
-	if e.Mode == ModeStandalone {
+	if s.Mode == ModeStandalone {
 		// The installer's cloud-provider config (named by Infrastructure) carries the CA;
 		// Proxy cluster exists, empty, on every OpenShift cluster.
-		return createAll(ctx, e.MgmtClient, []client.Object{
+		return createAll(ctx, s.Mgmt, []client.Object{
 			creds,
 			&corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Namespace: names.OpenShiftConfigNamespace, Name: CloudProviderConfig},
 				Data: map[string]string{
 					"config":          "[Global]\nsecret-name = openstack-credentials\nsecret-namespace = kube-system\n",
-					names.KeyCABundle: string(e.OpenStack.CACertPEM()),
+					names.KeyCABundle: string(s.OpenStack.CACertPEM()),
 				},
 			},
 			&configv1.Proxy{ObjectMeta: metav1.ObjectMeta{Name: names.ProxyName}},
 		})
 	}
 
-	guestKubeconfig, err := os.ReadFile(e.Guest.KubeconfigPath())
-	if err != nil {
-		return err
+	if len(s.GuestKubeconfig) == 0 {
+		return errors.New("seeding a hosted cluster needs the guest kubeconfig")
 	}
 	mgmt := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Namespace, Labels: map[string]string{"hypershift.openshift.io/hosted-control-plane": "true"}}},
-		e.hostedControlPlane(),
+		// The HyperShift operator creates it; without it the Priority admission plugin rejects
+		// every control-plane pod, the operator's and the CSI controller's.
+		&schedulingv1.PriorityClass{
+			ObjectMeta:  metav1.ObjectMeta{Name: names.HyperShiftPriorityClass},
+			Value:       100000000,
+			Description: "HyperShift control-plane pods.",
+		},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Namespace, Labels: map[string]string{names.HostedControlPlaneLabel: "true"}}},
+		s.hostedControlPlane(),
 		creds,
 		&corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: names.HyperShiftCloudConfigMap},
-			Data:       map[string]string{names.KeyCABundle: string(e.OpenStack.CACertPEM())},
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: names.HyperShiftCloudConfigMap},
+			Data:       map[string]string{names.KeyCABundle: string(s.OpenStack.CACertPEM())},
 		},
 		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: names.PullSecret},
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: names.PullSecret},
 			Type:       corev1.SecretTypeDockerConfigJson,
 			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)},
 		},
 		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: names.GuestKubeconfigSecret},
-			Data:       map[string][]byte{names.KeyKubeconfig: guestKubeconfig},
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: names.GuestKubeconfigSecret},
+			Data:       map[string][]byte{names.KeyKubeconfig: s.GuestKubeconfig},
 		},
 	}
-	return createAll(ctx, e.MgmtClient, mgmt)
+	return createAll(ctx, s.Mgmt, mgmt)
 }
 
-func (e *Env) clusterCSIDriver() *operatorv1.ClusterCSIDriver {
+func clusterCSIDriver() *operatorv1.ClusterCSIDriver {
 	return &operatorv1.ClusterCSIDriver{
 		ObjectMeta: metav1.ObjectMeta{Name: names.ClusterCSIDriverName},
 		Spec: operatorv1.ClusterCSIDriverSpec{
@@ -105,13 +152,13 @@ func (e *Env) clusterCSIDriver() *operatorv1.ClusterCSIDriver {
 	}
 }
 
-// seedInfrastructure creates Infrastructure cluster as the installer (standalone) or the
+// createInfrastructure creates Infrastructure cluster as the installer (standalone) or the
 // hosted-cluster-config-operator (guest) leaves it.
-func (e *Env) seedInfrastructure(ctx context.Context) error {
+func (s Seed) createInfrastructure(ctx context.Context) error {
 	topology := configv1.ExternalTopologyMode
-	if e.Mode == ModeStandalone {
+	if s.Mode == ModeStandalone {
 		topology = configv1.SingleReplicaTopologyMode
-		if e.options.HighlyAvailable {
+		if s.HighlyAvailable {
 			topology = configv1.HighlyAvailableTopologyMode
 		}
 	}
@@ -122,7 +169,7 @@ func (e *Env) seedInfrastructure(ctx context.Context) error {
 			PlatformSpec: configv1.PlatformSpec{Type: configv1.OpenStackPlatformType},
 		},
 	}
-	if err := createAll(ctx, e.GuestClient, []client.Object{infra}); err != nil {
+	if err := createAll(ctx, s.Guest, []client.Object{infra}); err != nil {
 		return err
 	}
 	infra.Status = configv1.InfrastructureStatus{
@@ -134,7 +181,7 @@ func (e *Env) seedInfrastructure(ctx context.Context) error {
 			OpenStack: &configv1.OpenStackPlatformStatus{CloudName: CloudName},
 		},
 	}
-	if err := e.GuestClient.Status().Update(ctx, infra); err != nil {
+	if err := s.Guest.Status().Update(ctx, infra); err != nil {
 		return fmt.Errorf("setting the Infrastructure status: %w", err)
 	}
 	return nil
@@ -142,9 +189,9 @@ func (e *Env) seedInfrastructure(ctx context.Context) error {
 
 // hostedControlPlane returns the HostedControlPlane control-plane-operator reconciles from, with
 // what a Cinder CSI operator reads of it.
-func (e *Env) hostedControlPlane() *hyperv1.HostedControlPlane {
+func (s Seed) hostedControlPlane() *hyperv1.HostedControlPlane {
 	policy := hyperv1.SingleReplica
-	if e.options.HighlyAvailable {
+	if s.HighlyAvailable {
 		policy = hyperv1.HighlyAvailable
 	}
 	svc := func(t hyperv1.ServiceType) hyperv1.ServicePublishingStrategyMapping {
@@ -154,7 +201,7 @@ func (e *Env) hostedControlPlane() *hyperv1.HostedControlPlane {
 		}
 	}
 	return &hyperv1.HostedControlPlane{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: e.options.HostedCluster},
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.HostedCluster},
 		Spec: hyperv1.HostedControlPlaneSpec{
 			ReleaseImage: "release:4.21",
 			PullSecret:   corev1.LocalObjectReference{Name: names.PullSecret},
@@ -165,14 +212,14 @@ func (e *Env) hostedControlPlane() *hyperv1.HostedControlPlane {
 			Platform: hyperv1.PlatformSpec{
 				Type: hyperv1.OpenStackPlatform,
 				OpenStack: &hyperv1.OpenStackPlatformSpec{
-					IdentityRef: hyperv1.OpenStackIdentityReference{Name: e.options.HostedCluster + "-cloud-credentials", CloudName: CloudName},
+					IdentityRef: hyperv1.OpenStackIdentityReference{Name: s.HostedCluster + "-cloud-credentials", CloudName: CloudName},
 				},
 			},
 			Services: []hyperv1.ServicePublishingStrategyMapping{
 				svc(hyperv1.APIServer), svc(hyperv1.OAuthServer), svc(hyperv1.Konnectivity), svc(hyperv1.Ignition),
 			},
 			ControllerAvailabilityPolicy: policy,
-			NodeSelector:                 map[string]string{"hypershift.openshift.io/control-plane": "true"},
+			NodeSelector:                 map[string]string{names.ControlPlaneNodeLabel: "true"},
 			Labels:                       map[string]string{"example.com/team": "storage"},
 		},
 	}

@@ -161,7 +161,7 @@ func expectHyperShiftPodRules(g Gomega, dep *appsv1.Deployment) {
 
 	g.Expect(dep.Spec.Template.Labels).To(HaveKeyWithValue(names.NeedManagementKASAccess, "true"))
 	g.Expect(dep.Spec.Template.Labels).To(HaveKeyWithValue(names.HostedControlPlaneLabel, ns))
-	g.Expect(pod.PriorityClassName).To(Equal(localcluster.HyperShiftPriorityClass))
+	g.Expect(pod.PriorityClassName).To(Equal(names.HyperShiftPriorityClass))
 	g.Expect(pod.Tolerations).To(ContainElements(
 		corev1.Toleration{Key: names.ControlPlaneNodeLabel, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule},
 		corev1.Toleration{Key: names.HostedClusterNodeLabel, Operator: corev1.TolerationOpEqual, Value: ns, Effect: corev1.TaintEffectNoSchedule},

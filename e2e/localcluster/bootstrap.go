@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -32,9 +31,6 @@ const (
 	WorkerRoleLabel = "node-role.kubernetes.io/worker"
 	// ZoneLabel is the well-known topology zone label.
 	ZoneLabel = "topology.kubernetes.io/zone"
-	// HyperShiftPriorityClass is the priority class HyperShift control-plane pods use; it
-	// exists in every local cluster so such pods are admitted by the Priority admission plugin.
-	HyperShiftPriorityClass = "hypershift-control-plane"
 )
 
 // auditPolicy records every request at Metadata level, which carries the user, impersonated
@@ -70,7 +66,9 @@ func newScheme() (*runtime.Scheme, error) {
 }
 
 // bootstrap creates what every local cluster has besides the API server's own defaults: the
-// HyperShift priority class, the nodes and the CRDs; then it waits until the cluster is usable.
+// nodes and the CRDs; then it waits until the cluster is usable. What HyperShift or an OpenShift
+// installer would add (the HyperShift priority class among it) is env.Seed's, so that seeding a
+// kind cluster adds the same.
 func (c *Cluster) bootstrap(ctx context.Context, opts Options) error {
 	scheme, err := newScheme()
 	if err != nil {
@@ -79,14 +77,6 @@ func (c *Cluster) bootstrap(ctx context.Context, opts Options) error {
 	cl, err := client.New(c.restConfig, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("creating bootstrap client: %w", err)
-	}
-	pc := &schedulingv1.PriorityClass{
-		ObjectMeta:  metav1.ObjectMeta{Name: HyperShiftPriorityClass},
-		Value:       100000000,
-		Description: "Created by localcluster for HyperShift-style control-plane pods.",
-	}
-	if err := cl.Create(ctx, pc); err != nil {
-		return fmt.Errorf("creating priority class %s: %w", pc.Name, err)
 	}
 	nodes := desiredNodes(opts)
 	for i := range nodes {

@@ -103,7 +103,7 @@ func TestStompBack(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			got := deployment(g)
 			g.Expect(got.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement("--edited"))
-			g.Expect(got.Spec.Template.Spec.PriorityClassName).To(Equal("hypershift-control-plane"))
+			g.Expect(got.Spec.Template.Spec.PriorityClassName).To(Equal(names.HyperShiftPriorityClass))
 		}).WithTimeout(timeout).Should(Succeed())
 	})
 	t.Run("When a user deletes the controller PodDisruptionBudget, it should be recreated", func(t *testing.T) {

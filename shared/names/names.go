@@ -108,6 +108,10 @@ const (
 	ControlPlaneNodeLabel   = "hypershift.openshift.io/control-plane"
 	HostedClusterNodeLabel  = "hypershift.openshift.io/cluster"
 
+	// HyperShiftPriorityClass is the priority class of HyperShift's control-plane pods; the
+	// HyperShift operator creates it on every management cluster.
+	HyperShiftPriorityClass = "hypershift-control-plane"
+
 	DefaultStorageClassAnnotation = "storageclass.kubernetes.io/is-default-class"
 	InjectTrustedCABundleLabel    = "config.openshift.io/inject-trusted-cabundle"
 	ServingCertAnnotation         = "service.beta.openshift.io/serving-cert-secret-name"
