@@ -13,12 +13,16 @@ KUBE_VERSION ?= v1.36.3
 ETCD_VERSION ?= v3.6.16
 KWOK_VERSION ?= v0.8.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
+# kind, for `make e2e-kind` only (built from the Go module proxy when that target runs).
+KIND_VERSION ?= v0.33.0
+KIND_NODE_IMAGE ?= kindest/node:$(KUBE_VERSION)
 
 BIN := $(CURDIR)/bin
 KUBE_BIN_DIR := $(BIN)/kube-$(KUBE_VERSION)
 ETCD_BIN_DIR := $(BIN)/etcd-$(ETCD_VERSION)
 KWOK_BIN_DIR := $(BIN)/kwok-$(KWOK_VERSION)
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+KIND := $(BIN)/kind-$(KIND_VERSION)
 export KUBE_BIN_DIR ETCD_BIN_DIR KWOK_BIN_DIR
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -55,6 +59,10 @@ test: $(UPSTREAM) ## Run unit, integration and e2e tests (real local clusters, f
 .PHONY: test-e2e
 test-e2e: build $(UPSTREAM) ## Run the e2e suite; against MGMT_KUBECONFIG/GUEST_KUBECONFIG if set, else against local clusters.
 	go test -tags=e2e -count=1 -timeout=$(TEST_TIMEOUT) ./e2e/suite/... -args -operator=$(BIN)/cinder-csi-operator
+
+.PHONY: e2e-kind
+e2e-kind: ## Run the e2e suite on two kind clusters, the operator deployed from manifests/install (needs Docker, KIND_NODE_IMAGE, IMAGE and the operand images locally).
+	go run ./e2e/cmd/e2e-kind --kind=$(KIND) --kind-version=$(KIND_VERSION) --node-image=$(KIND_NODE_IMAGE) --operator-image=$(IMAGE)
 
 .PHONY: bench
 bench: ## Run the Go benchmarks.
