@@ -325,6 +325,45 @@ func TestStandaloneInstall(t *testing.T) {
 		g.Expect(after.ResourceVersion).To(Equal(nodeConf.ResourceVersion), "cloud-conf-node was rewritten")
 	})
 
+	t.Run("When the user's cinder-csi-config sets [BlockStorage], [Metadata] and enable_topology, it should write them to the right copies and roll each side once", func(t *testing.T) {
+		g := NewWithT(t)
+		before := snapshotWorkloads(g, e)
+		// The fake OpenStack's zones match, so detection says true: the override must win.
+		g.Expect(containerArgs(before.deployment.Spec.Template.Spec, "csi-driver")).To(ContainElement("--with-topology=true"))
+		const block = "[BlockStorage]\nnode-volume-attach-limit = 25\n"
+		const metadata = "[Metadata]\nsearch-order = metadataService\n"
+		setUserConfig(t, e, map[string]string{
+			names.KeyUserConfig:     block + metadata + "[Global]\nauth-url = https://elsewhere.example\n",
+			names.KeyEnableTopology: "false",
+		})
+
+		expectControllerRolledOnce(t, e, before, func(g Gomega, pod corev1.PodSpec) {
+			g.Expect(flagValues(containerArgs(pod, "csi-driver"), "--with-topology")).To(Equal([]string{"false"}))
+		})
+		g.Eventually(func(g Gomega) {
+			ds := nodeDaemonSet(g, e)
+			g.Expect(flagValues(containerArgs(ds.Spec.Template.Spec, "csi-driver"), "--with-topology")).To(Equal([]string{"false"}))
+			g.Expect(ds.Generation).To(Equal(before.daemonSet.Generation + 1))
+			expectDaemonSetRolledOut(g, ds)
+			g.Expect(daemonSetRevisions(g, e)).To(HaveLen(len(before.revisions) + 1))
+		}).WithTimeout(rolloutTimeout).WithPolling(poll).Should(Succeed())
+
+		controllerConf := configMap(g, e.MgmtClient, e.Namespace, names.CloudConfConfigMap)
+		g.Expect(controllerConf.Data[names.KeyCloudConf]).To(ContainSubstring(block))
+		g.Expect(controllerConf.Data[names.KeyCloudConf]).To(ContainSubstring(names.CloudsFilePath), "[Global] is the operator's, not the user's")
+		g.Expect(controllerConf.Data[names.KeyCloudConf]).NotTo(ContainSubstring("elsewhere.example"))
+		g.Expect(controllerConf.Data[names.KeyCloudConf]).NotTo(ContainSubstring("[Metadata]"), "the controller calls no metadata service")
+		g.Expect(controllerConf.Data).To(HaveKeyWithValue(names.KeyEnableTopology, "false"))
+
+		nodeConf := configMap(g, e.GuestClient, names.GuestNamespace, names.CloudConfNodeConfigMap)
+		g.Expect(nodeConf.Data[names.KeyCloudConf]).To(ContainSubstring(block))
+		g.Expect(nodeConf.Data[names.KeyCloudConf]).To(ContainSubstring(metadata))
+		g.Expect(nodeConf.Data[names.KeyCloudConf]).NotTo(ContainSubstring("[Global]"))
+		g.Expect(nodeConf.Data[names.KeyCloudConf]).NotTo(ContainSubstring("elsewhere.example"))
+		g.Expect(nodeConf.Data).To(HaveKeyWithValue(names.KeyEnableTopology, "false"))
+		expectNotDegraded(g, driver(g, e))
+	})
+
 	t.Run("When a user edits managed fields of the controller Deployment, it should revert them and keep the user's own annotation", func(t *testing.T) {
 		g := NewWithT(t)
 		dep0 := controllerDeployment(g, e)
