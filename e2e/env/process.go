@@ -102,7 +102,7 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 				return
 			}
 			select {
-			case p.exited <- fmt.Errorf("the %s manager exited on its own (%v)", op.name, op.err):
+			case p.exited <- fmt.Errorf("the %s manager exited on its own: %w", op.name, op.err):
 			default: // Another process's exit was reported first.
 			}
 		}()
