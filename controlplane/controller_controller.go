@@ -74,9 +74,11 @@ type Reconciler struct {
 	// reconciler's controller: the ServiceMonitor watch is added once the kind is served.
 	mgmt       cluster.Cluster
 	controller controller.Controller
-	// watchMonitors starts the ServiceMonitor watch once: watching a kind the API server does
-	// not serve would fail, and the monitoring stack may be installed at any time.
-	watchMonitors sync.Once
+	// monitorsWatched is set once the ServiceMonitor watch is running. It starts on the first
+	// reconcile that finds the kind served, not at setup: watching a kind the API server does
+	// not serve fails, and the monitoring stack may be installed at any time.
+	monitorsMu      sync.Mutex
+	monitorsWatched bool
 }
 
 // driverRequest is the one request every event maps to: there is one ClusterCSIDriver.
@@ -230,14 +232,22 @@ func (r *Reconciler) mgmtApplier() *apply.Applier {
 	return a
 }
 
-// startMonitorWatch watches the ServiceMonitor, so a changed or deleted one is put back.
+// startMonitorWatch watches the ServiceMonitor, so a changed or deleted one is put back. A
+// failed start (the kind's REST mapping not yet discovered, say) is retried by the next
+// reconcile, which the returned error causes.
 func (r *Reconciler) startMonitorWatch() error {
-	var err error
-	r.watchMonitors.Do(func() {
-		err = r.controller.Watch(source.Kind(r.mgmt.GetCache(), client.Object(newServiceMonitor()),
-			handler.EnqueueRequestsFromMapFunc(toDriver)))
-	})
-	return err
+	r.monitorsMu.Lock()
+	defer r.monitorsMu.Unlock()
+	if r.monitorsWatched {
+		return nil
+	}
+	err := r.controller.Watch(source.Kind(r.mgmt.GetCache(), client.Object(newServiceMonitor()),
+		handler.EnqueueRequestsFromMapFunc(toDriver)))
+	if err != nil {
+		return fmt.Errorf("watching ServiceMonitors: %w", err)
+	}
+	r.monitorsWatched = true
+	return nil
 }
 
 // desiredAll returns, in apply order, the objects the controlplane manager applies next to the
