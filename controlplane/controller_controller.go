@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -70,9 +71,9 @@ type Reconciler struct {
 	topology *topologyCache
 	now      func() time.Time
 
-	// mgmt is the cluster (and cache) of the controller namespace, and controller is this
-	// reconciler's controller: the ServiceMonitor watch is added once the kind is served.
-	mgmt       cluster.Cluster
+	// mgmtCache is the cache of the controller namespace and controller this reconciler's
+	// controller: the ServiceMonitor watch is added to them once the kind is served.
+	mgmtCache  cache.Cache
 	controller controller.Controller
 	// monitorsWatched is set once the ServiceMonitor watch is running. It starts on the first
 	// reconcile that finds the kind served, not at setup: watching a kind the API server does
@@ -221,14 +222,14 @@ func (r *Reconciler) applyAll(ctx context.Context, cfg *config, in *inputs, topo
 	return nil
 }
 
-// mgmtApplier applies to the controller namespace. It compares with the namespace's cache for
-// every kind, including the ServiceMonitor, which the client would read from the API server
-// because the scheme has no type for it.
+// mgmtApplier applies to the controller namespace, comparing with that namespace's cache for
+// every kind. The client reads objects without a Go type (the ServiceMonitor) from the API
+// server, which would cost a GET on every reconcile. The client itself must stay that way: the
+// applier's adoption fallback reads csi-operator's objects through it, and the label-selected
+// cache cannot see them.
 func (r *Reconciler) mgmtApplier() *apply.Applier {
 	a := apply.New(r.Mgmt, r.fieldOwner())
-	if r.mgmt != nil {
-		a.Reader = r.mgmt.GetCache()
-	}
+	a.Reader = r.mgmtCache
 	return a
 }
 
@@ -241,7 +242,7 @@ func (r *Reconciler) startMonitorWatch() error {
 	if r.monitorsWatched {
 		return nil
 	}
-	err := r.controller.Watch(source.Kind(r.mgmt.GetCache(), client.Object(newServiceMonitor()),
+	err := r.controller.Watch(source.Kind(r.mgmtCache, client.Object(newServiceMonitor()),
 		handler.EnqueueRequestsFromMapFunc(toDriver)))
 	if err != nil {
 		return fmt.Errorf("watching ServiceMonitors: %w", err)

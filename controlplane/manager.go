@@ -128,7 +128,8 @@ func Setup(mgr ctrl.Manager, mgmt, guest cluster.Cluster, cfg Config) error {
 		Decoder:  manifests.NewDecoder(mgr.GetScheme()),
 		Recorder: guest.GetEventRecorder(names.FieldOwnerControlPlane),
 		topology: newTopologyCache(),
-		mgmt:     mgmt,
+		// The ServiceMonitor watch starts later, on the controller namespace's cache.
+		mgmtCache: mgmt.GetCache(),
 	}
 	if cfg.NewZoneLister == nil {
 		cfg.NewZoneLister = func(ctx context.Context, c topology.Config) (topology.ZoneLister, error) {
