@@ -169,8 +169,12 @@ func (s Seed) createInfrastructure(ctx context.Context) error {
 			PlatformSpec: configv1.PlatformSpec{Type: configv1.OpenStackPlatformType},
 		},
 	}
-	if err := createAll(ctx, s.Guest, []client.Object{infra}); err != nil {
-		return err
+	// Only a new Infrastructure gets the seed's status: an existing one is left as it is, as
+	// Create promises (and an update built from this unread object would have no resourceVersion).
+	if err := createRetryingDiscovery(ctx, s.Guest, infra); apierrors.IsAlreadyExists(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("creating Infrastructure %s: %w", infra.Name, err)
 	}
 	infra.Status = configv1.InfrastructureStatus{
 		InfrastructureName:     DefaultInfraID,

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	configv1 "github.com/openshift/api/config/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
@@ -79,5 +81,26 @@ func TestPrepare(t *testing.T) {
 		g.Expect(w.mgmt.Get(ctx, client.ObjectKey{Namespace: "clusters-e2e", Name: names.CredentialsSecret}, creds)).To(Succeed())
 		g.Expect(string(creds.Data[names.KeyCloudsYAML])).To(ContainSubstring(w.OpenStack.URL()))
 		g.Expect(w.guest.Get(ctx, client.ObjectKey{Name: names.ClusterCSIDriverName}, &operatorv1.ClusterCSIDriver{})).To(Succeed())
+	})
+
+	t.Run("When prepared again on the same clusters, it should succeed and leave the seeded objects as they are", func(t *testing.T) {
+		g := NewWithT(t)
+		seeded := []client.Object{
+			&configv1.Infrastructure{ObjectMeta: metav1.ObjectMeta{Name: names.InfrastructureName}},
+			&operatorv1.ClusterCSIDriver{ObjectMeta: metav1.ObjectMeta{Name: names.ClusterCSIDriverName}},
+		}
+		versions := func() []string {
+			var out []string
+			for _, o := range seeded {
+				g.Expect(w.guest.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+				out = append(out, o.GetResourceVersion())
+			}
+			hcp := &hyperv1.HostedControlPlane{}
+			g.Expect(w.mgmt.Get(ctx, client.ObjectKey{Namespace: "clusters-e2e", Name: "e2e"}, hcp)).To(Succeed())
+			return append(out, hcp.ResourceVersion)
+		}
+		before := versions()
+		g.Expect(w.Prepare(ctx, guestKubeconfig)).To(Succeed())
+		g.Expect(versions()).To(Equal(before))
 	})
 }
