@@ -128,3 +128,47 @@ $(GOLANGCI_LINT):
 	GOBIN=$(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint $@
 	rmdir $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+# ---- Operand images for real-node e2e: begin (variables and targets of this block only) ----
+# Local builds of what the operator's pods run, for real nodes without any registry: binaries from
+# the Go module proxy (e2e/hack/build-operands.sh, version-keyed under ./bin, only when missing),
+# host tools from Debian packages, packed as OCI layout tars under bin/images by e2e/images.
+# These versions must match images.DefaultVersions (a unit test checks).
+CINDER_CSI_PLUGIN_VERSION ?= v1.36.0
+CSI_PROVISIONER_VERSION ?= v6.4.0
+CSI_ATTACHER_VERSION ?= v4.13.0
+CSI_RESIZER_VERSION ?= v2.3.0
+CSI_SNAPSHOTTER_VERSION ?= v8.7.0
+KUBE_RBAC_PROXY_VERSION ?= v0.19.1
+# Debian packages whose tools go into the driver and toolbox images.
+OPERAND_HOST_PACKAGES ?= xfsprogs e2fsprogs mount util-linux coreutils dash
+# Components for build-operands.sh and image names for operand-images (empty: all).
+OPERAND_COMPONENTS ?= all
+OPERAND_IMAGE_NAMES ?=
+OPERAND_VERSIONS := KUBE_VERSION=$(KUBE_VERSION) CINDER_CSI_PLUGIN_VERSION=$(CINDER_CSI_PLUGIN_VERSION) \
+  CSI_PROVISIONER_VERSION=$(CSI_PROVISIONER_VERSION) CSI_ATTACHER_VERSION=$(CSI_ATTACHER_VERSION) \
+  CSI_RESIZER_VERSION=$(CSI_RESIZER_VERSION) CSI_SNAPSHOTTER_VERSION=$(CSI_SNAPSHOTTER_VERSION) \
+  KUBE_RBAC_PROXY_VERSION=$(KUBE_RBAC_PROXY_VERSION)
+OPERAND_IMAGE_FLAGS := -bin=$(BIN) -kube-version=$(KUBE_VERSION) -cinder-csi-plugin-version=$(CINDER_CSI_PLUGIN_VERSION) \
+  -csi-provisioner-version=$(CSI_PROVISIONER_VERSION) -csi-attacher-version=$(CSI_ATTACHER_VERSION) \
+  -csi-resizer-version=$(CSI_RESIZER_VERSION) -csi-snapshotter-version=$(CSI_SNAPSHOTTER_VERSION) \
+  -kube-rbac-proxy-version=$(KUBE_RBAC_PROXY_VERSION)
+
+##@ Operand images (real-node e2e)
+
+.PHONY: host-packages
+host-packages: ## Install the Debian packages whose tools the images copy (as root, only missing ones).
+	e2e/hack/host-packages.sh $(OPERAND_HOST_PACKAGES)
+
+.PHONY: operand-binaries
+operand-binaries: ## Build cinder-csi-plugin, the CSI sidecars, kube-rbac-proxy, kubelet/kubectl and pause into ./bin (only missing ones).
+	$(OPERAND_VERSIONS) e2e/hack/build-operands.sh $(BIN) $(OPERAND_COMPONENTS)
+
+.PHONY: operand-images
+operand-images: host-packages operand-binaries ## Pack the operand, pause and toolbox images as OCI tars under bin/images; prints name, ref, tar.
+	go run ./e2e/cmd/operand-images $(OPERAND_IMAGE_FLAGS) $(OPERAND_IMAGE_NAMES)
+
+.PHONY: pause-image
+pause-image: ## Build only the pause binary and the pod sandbox image tar (fast).
+	$(MAKE) --no-print-directory operand-images OPERAND_HOST_PACKAGES= OPERAND_COMPONENTS=pause OPERAND_IMAGE_NAMES=pause
+# ---- Operand images for real-node e2e: end ----

@@ -1,0 +1,61 @@
+// Command operand-images packs the operand, pause and toolbox images as OCI layout tars under
+// <bin>/images (see package e2e/images) and prints one line per image: name, reference, tar. With
+// -env it prints the operator's image environment variables instead. The binaries must have been
+// built by e2e/hack/build-operands.sh (`make operand-binaries`).
+//
+// Usage: operand-images [flags] [image name...]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+)
+
+func main() {
+	v := images.DefaultVersions()
+	bin := flag.String("bin", "bin", "the bin dir holding the version-keyed binaries; tars go to <bin>/images")
+	env := flag.Bool("env", false, "print NAME=ref lines of the operator's image environment variables")
+	flag.StringVar(&v.Kube, "kube-version", v.Kube, "k8s.io/kubernetes version (pause source)")
+	flag.StringVar(&v.CinderCSIPlugin, "cinder-csi-plugin-version", v.CinderCSIPlugin, "k8s.io/cloud-provider-openstack version")
+	flag.StringVar(&v.Provisioner, "csi-provisioner-version", v.Provisioner, "external-provisioner version")
+	flag.StringVar(&v.Attacher, "csi-attacher-version", v.Attacher, "external-attacher version")
+	flag.StringVar(&v.Resizer, "csi-resizer-version", v.Resizer, "external-resizer version")
+	flag.StringVar(&v.Snapshotter, "csi-snapshotter-version", v.Snapshotter, "external-snapshotter version")
+	flag.StringVar(&v.KubeRBACProxy, "kube-rbac-proxy-version", v.KubeRBACProxy, "kube-rbac-proxy version")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	set, err := images.Build(ctx, *bin, v, flag.Args()...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if *env {
+		vars := set.Env()
+		names := make([]string, 0, len(vars))
+		for n := range vars {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Printf("%s=%s\n", n, vars[n])
+		}
+		return
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Printf("%s\t%s\t%s\n", n, set[n].Ref, set[n].Tar)
+	}
+}
