@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -315,11 +316,27 @@ func buildStandins(ctx context.Context, binDir string) error {
 	for name, pkg := range standinPackages {
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, name), pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Dir = moduleRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("building stand-in %s: %w: %s", name, err, strings.TrimSpace(string(out)))
 		}
 	}
 	return nil
+}
+
+// moduleRoot returns this module's directory (from this source file's path), so that the
+// stand-ins build whatever the caller's working directory is; "" (the working directory) when the
+// source is not at hand.
+func moduleRoot() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return ""
+	}
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		return ""
+	}
+	return root
 }
 
 // recipe says how one image is made.

@@ -1,0 +1,209 @@
+// Command csi-livenessprobe is a STAND-IN for the kubernetes-csi livenessprobe sidecar, written
+// for this project's real-node e2e tests; it is not the upstream program.
+//
+// Why it exists: the upstream module (github.com/kubernetes-csi/livenessprobe) tags v2.x
+// releases without a /v2 module path, so the Go module proxy refuses every version and the
+// sidecar cannot be built here from source; no image registry is reachable either. The
+// operator's controller Deployment and node DaemonSet need the container, so the e2e images carry
+// this stand-in under the image name csi-livenessprobe-standin.
+//
+// What it does, as upstream does: at start it waits (up to five minutes) for the CSI driver on
+// --csi-address to tell its name, then serves /healthz on --http-endpoint (or on all addresses at
+// --health-port, default 9808). Every /healthz request dials the driver and calls CSI Identity
+// Probe within --probe-timeout: 200 "ok" when the driver answers ready (or leaves readiness
+// unset, which the CSI spec defines as ready), 500 with the reason otherwise. The kubelet's
+// liveness probe of the driver container points at this endpoint. Upstream's metrics flags are
+// accepted but no metrics are served.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/klog/v2"
+)
+
+// defaultHealthPort is upstream's default --health-port.
+const defaultHealthPort = "9808"
+
+// startupWait bounds the wait for the driver at start, as upstream's connection timeout does: a
+// crash-looping driver gets time to come back before this container gives up and restarts.
+const startupWait = 5 * time.Minute
+
+// options are the command line flags, named as upstream names them.
+type options struct {
+	csiAddress     string
+	probeTimeout   time.Duration
+	healthPort     string
+	httpEndpoint   string
+	metricsAddress string
+	metricsPath    string
+}
+
+func main() {
+	klog.InitFlags(nil)
+	_ = flag.Set("logtostderr", "true")
+	var o options
+	flag.StringVar(&o.csiAddress, "csi-address", "/run/csi/socket", "Address of the CSI driver socket.")
+	flag.DurationVar(&o.probeTimeout, "probe-timeout", time.Second, "Timeout of each Probe call (and of dialling the driver).")
+	flag.StringVar(&o.healthPort, "health-port", defaultHealthPort, "(deprecated) TCP port of /healthz on all addresses; cannot be set together with --http-endpoint.")
+	flag.StringVar(&o.httpEndpoint, "http-endpoint", "", "TCP address of the /healthz server, e.g. 127.0.0.1:10300; overrides --health-port.")
+	flag.StringVar(&o.metricsAddress, "metrics-address", "", "(accepted for compatibility; the stand-in serves no metrics)")
+	flag.StringVar(&o.metricsPath, "metrics-path", "/metrics", "(accepted for compatibility; the stand-in serves no metrics)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		klog.ErrorS(err, "Stand-in livenessprobe failed")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	klog.Flush()
+}
+
+// listenAddress picks the /healthz address from the flags, with upstream's rules.
+func listenAddress(o options) (string, error) {
+	if o.healthPort != defaultHealthPort && o.httpEndpoint != "" {
+		return "", errors.New("only one of --health-port and --http-endpoint can be set")
+	}
+	if o.metricsAddress != "" && o.httpEndpoint != "" {
+		return "", errors.New("only one of --metrics-address and --http-endpoint can be set")
+	}
+	if o.httpEndpoint != "" {
+		return o.httpEndpoint, nil
+	}
+	return net.JoinHostPort("0.0.0.0", o.healthPort), nil
+}
+
+func run(ctx context.Context, o options) error {
+	addr, err := listenAddress(o)
+	if err != nil {
+		return err
+	}
+	if o.metricsAddress != "" {
+		klog.InfoS("--metrics-address is accepted but the stand-in serves no metrics")
+	}
+	startCtx, cancel := context.WithTimeout(ctx, startupWait)
+	name, err := driverName(startCtx, o.csiAddress, o.probeTimeout)
+	cancel()
+	if err != nil {
+		return err
+	}
+	klog.InfoS("CSI driver name", "driver", name)
+
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening for /healthz on %s: %w", addr, err)
+	}
+	return serve(ctx, lis, &prober{address: o.csiAddress, timeout: o.probeTimeout, driver: name})
+}
+
+// serve serves /healthz on lis until ctx ends.
+func serve(ctx context.Context, lis net.Listener, p *prober) error {
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", p)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	klog.InfoS("Serving /healthz", "address", lis.Addr().String())
+	errs := make(chan error, 1)
+	go func() { errs <- hs.Serve(lis) }()
+	select {
+	case <-ctx.Done():
+		_ = hs.Close()
+		return nil
+	case err := <-errs:
+		return fmt.Errorf("serving /healthz: %w", err)
+	}
+}
+
+// csiTarget turns a --csi-address (a path or a unix:// URL) into a gRPC target.
+func csiTarget(address string) string {
+	if filepath.IsAbs(address) {
+		return "unix://" + address
+	}
+	return address
+}
+
+// driverName asks the driver for its name, retrying until it answers or ctx ends.
+func driverName(ctx context.Context, address string, timeout time.Duration) (string, error) {
+	conn, err := grpc.NewClient(csiTarget(address), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return "", fmt.Errorf("connecting to the CSI driver at %s: %w", address, err)
+	}
+	defer conn.Close()
+	client := csi.NewIdentityClient(conn)
+	for attempt := 1; ; attempt++ {
+		callCtx, cancel := context.WithTimeout(ctx, timeout)
+		resp, err := client.GetPluginInfo(callCtx, &csi.GetPluginInfoRequest{}, grpc.WaitForReady(true))
+		cancel()
+		if err == nil {
+			return resp.GetName(), nil
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("asking the CSI driver at %s for its name: %w", address, err)
+		}
+		if attempt%10 == 1 {
+			klog.InfoS("Waiting for the CSI driver", "address", address, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// prober answers /healthz by probing the driver.
+type prober struct {
+	address string
+	timeout time.Duration
+	driver  string
+}
+
+// ServeHTTP dials the driver afresh for every request, as upstream does, so that a restarted
+// driver (a new socket) is probed rather than a dead connection.
+func (p *prober) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	ready, err := p.probe(req.Context())
+	switch {
+	case err != nil:
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte(err.Error()))
+		klog.ErrorS(err, "Health check failed", "driver", p.driver)
+	case !ready:
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte("driver responded but is not ready"))
+		klog.ErrorS(nil, "Driver responded but is not ready", "driver", p.driver)
+	default:
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("ok"))
+		klog.V(5).InfoS("Health check succeeded", "driver", p.driver)
+	}
+}
+
+// probe calls CSI Probe within the timeout. WaitForReady makes the call wait for the dial
+// (bounded by the same timeout) instead of failing at once while the connection comes up.
+func (p *prober) probe(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	conn, err := grpc.NewClient(csiTarget(p.address), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return false, fmt.Errorf("connecting to the CSI driver at %s: %w", p.address, err)
+	}
+	defer conn.Close()
+	resp, err := csi.NewIdentityClient(conn).Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return false, fmt.Errorf("probing the CSI driver at %s: %w", p.address, err)
+	}
+	// An unset Ready means ready (CSI spec, Probe).
+	return resp.GetReady() == nil || resp.GetReady().GetValue(), nil
+}
