@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"sigs.k8s.io/yaml"
@@ -28,6 +29,9 @@ type CloudOptions struct {
 	Interface string
 	// CACertPath is written as cacert when non-empty.
 	CACertPath string
+	// BaseURL replaces the server's URL in auth_url, for a client that reaches the fake through
+	// a listener given to Serve, for example "https://10.200.1.2" inside a network namespace.
+	BaseURL string
 }
 
 // CloudsYAML renders a clouds.yaml that points at this server. Keys come out sorted, as in the
@@ -37,9 +41,13 @@ func (s *Server) CloudsYAML(o CloudOptions) ([]byte, error) {
 	if name == "" {
 		name = "openstack"
 	}
-	authURL := s.AuthURL()
+	base := s.URL()
+	if o.BaseURL != "" {
+		base = strings.TrimSuffix(o.BaseURL, "/")
+	}
+	authURL := base + "/identity/v3"
 	if o.Versionless {
-		authURL = s.VersionlessAuthURL()
+		authURL = base + "/identity"
 	}
 	region := o.Region
 	if region == "" {

@@ -87,13 +87,10 @@ func (s *Server) takeFault(ep Endpoint) (Fault, time.Duration) {
 // SO_LINGER 0 sends a RST instead of a TLS close_notify, which is what a refused or reset
 // connection looks like to the client.
 func refuse(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		// net/http closes the connection without a response and logs nothing for this value.
-		panic(http.ErrAbortHandler)
-	}
-	conn, _, err := hj.Hijack()
+	// ResponseController follows Unwrap through statusWriter to the connection's Hijacker.
+	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
+		// net/http closes the connection without a response and logs nothing for this value.
 		panic(http.ErrAbortHandler)
 	}
 	raw := conn
@@ -106,9 +103,9 @@ func refuse(w http.ResponseWriter) {
 	_ = raw.Close()
 }
 
-// hang blocks until the client gives up or the server stops (false: do not answer), or until
+// hang blocks until the client gives up or stopping is closed (false: do not answer), or until
 // hangFor elapses (true: serve normally).
-func hang(g *generation, r *http.Request, hangFor time.Duration) bool {
+func hang(stopping <-chan struct{}, r *http.Request, hangFor time.Duration) bool {
 	var elapsed <-chan time.Time
 	if hangFor > 0 {
 		t := time.NewTimer(hangFor)
@@ -118,7 +115,7 @@ func hang(g *generation, r *http.Request, hangFor time.Duration) bool {
 	select {
 	case <-r.Context().Done():
 		return false
-	case <-g.stopping:
+	case <-stopping:
 		return false
 	case <-elapsed:
 		return true

@@ -84,10 +84,10 @@ func (s *Server) serveIdentity(w *statusWriter, r *http.Request) string {
 		// Keystone answers its versionless root with 300 Multiple Choices; gophercloud accepts 200 or
 		// 300 and takes the v3 "self" link as the endpoint.
 		writeJSON(w, http.StatusMultipleChoices, map[string]any{
-			"versions": map[string]any{"values": []any{s.v3Version()}},
+			"versions": map[string]any{"values": []any{s.v3Version(s.requestBase(r))}},
 		})
 	case r.Method == http.MethodGet && path == "/identity/v3":
-		writeJSON(w, http.StatusOK, map[string]any{"version": s.v3Version()})
+		writeJSON(w, http.StatusOK, map[string]any{"version": s.v3Version(s.requestBase(r))})
 	case r.Method == http.MethodPost && path == "/identity/v3/auth/tokens":
 		return s.issueToken(w, r)
 	case r.Method == http.MethodGet && path == "/identity/v3/auth/tokens":
@@ -111,12 +111,13 @@ func (s *Server) serveIdentity(w *statusWriter, r *http.Request) string {
 	return ""
 }
 
-func (s *Server) v3Version() map[string]any {
+// v3Version is the identity v3 version document; its self link is the base the client used.
+func (s *Server) v3Version(base string) map[string]any {
 	return map[string]any{
 		"id":      "v3.14",
 		"status":  "stable",
 		"updated": "2020-04-07T00:00:00Z",
-		"links":   []any{map[string]any{"rel": "self", "href": s.URL() + "/identity/v3/"}},
+		"links":   []any{map[string]any{"rel": "self", "href": base + "/identity/v3/"}},
 		"media-types": []any{map[string]any{
 			"base": "application/json", "type": "application/vnd.openstack.identity-v3+json",
 		}},
@@ -159,7 +160,7 @@ func (s *Server) issueToken(w *statusWriter, r *http.Request) string {
 		return method
 	}
 
-	token, body := s.newToken(method, user, scoped)
+	token, body := s.newToken(method, user, scoped, s.requestBase(r))
 	w.Header().Set("X-Subject-Token", token)
 	writeJSON(w, http.StatusCreated, map[string]any{"token": body})
 	return method
@@ -227,8 +228,9 @@ func secretEqual(got, want string) bool {
 }
 
 // newToken mints and remembers a token. An unscoped token has no catalog, as in Keystone, so a
-// clouds.yaml without project gets an endpoint-not-found error later, not a silent success.
-func (s *Server) newToken(method string, user *User, scoped bool) (string, map[string]any) {
+// clouds.yaml without project gets an endpoint-not-found error later, not a silent success. The
+// catalog's URLs start with base, the address the client used to reach Keystone.
+func (s *Server) newToken(method string, user *User, scoped bool, base string) (string, map[string]any) {
 	var raw [24]byte
 	_, _ = rand.Read(raw[:])
 	token := "fake-" + hex.EncodeToString(raw[:])
@@ -250,7 +252,7 @@ func (s *Server) newToken(method string, user *User, scoped bool) (string, map[s
 			"domain": map[string]any{"id": "default", "name": "Default"},
 		}
 		body["roles"] = []any{map[string]any{"id": "r-member", "name": "member"}}
-		body["catalog"] = s.catalog()
+		body["catalog"] = s.catalog(base)
 	}
 
 	s.mu.Lock()
@@ -261,9 +263,10 @@ func (s *Server) newToken(method string, user *User, scoped bool) (string, map[s
 
 // catalog lists compute as type "compute" and block storage as "volumev3" (the only type every
 // gophercloud v2 release finds), both with a version in the URL so gophercloud does no version
-// discovery. Every interface is listed so clouds.yaml "interface: internal" works too.
-func (s *Server) catalog() []any {
-	base := s.URL()
+// discovery. Every interface is listed so clouds.yaml "interface: internal" works too. URLs start
+// with base, so a client that reached Keystone through a listener inside a network namespace
+// gets Nova and Cinder URLs on that same listener.
+func (s *Server) catalog(base string) []any {
 	entry := func(id, typ, name, url string) map[string]any {
 		var endpoints []any
 		for _, iface := range []string{"public", "internal", "admin"} {

@@ -15,6 +15,12 @@ type Request struct {
 	Method string
 	// Path is the URL path, without the query.
 	Path string
+	// Query is the raw URL query, for example "name=pvc-1" of a volume lookup by name.
+	Query string
+	// Host is the Host header, which tells the listener the client used (Serve).
+	Host string
+	// APIVersion is the OpenStack-API-Version header (microversion), for example "volume 3.42".
+	APIVersion string
 	// Endpoint is the API the path belongs to.
 	Endpoint Endpoint
 	// Status is the HTTP status sent, or 0 when no answer was sent (FaultRefuse, a hang that ended
@@ -30,6 +36,15 @@ type Request struct {
 // IsTokenRequest reports whether the request was a POST to …/auth/tokens, answered or not.
 func (r Request) IsTokenRequest() bool {
 	return r.Method == http.MethodPost && strings.HasSuffix(strings.TrimSuffix(r.Path, "/"), "/auth/tokens")
+}
+
+// newRequest describes r for the log. Headers other than the API version are not kept: they may
+// carry tokens.
+func newRequest(r *http.Request, ep Endpoint, fault Fault) Request {
+	return Request{
+		Time: time.Now(), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Host: r.Host,
+		APIVersion: r.Header.Get("OpenStack-API-Version"), Endpoint: ep, Fault: fault,
+	}
 }
 
 func (s *Server) record(r Request) int {

@@ -1,10 +1,14 @@
-// Package fakeopenstack is an in-process HTTPS stand-in for the three OpenStack APIs the operator
-// talks to: Keystone v3 (tokens), Nova and Cinder (availability zones). It answers exactly what
-// gophercloud v2 needs (shared/reference/openstack.md section 4) and nothing more, serves it over
-// TLS with its own CA so that the CA plumbing is exercised, and lets tests inject faults per
-// endpoint, expire tokens, and stop and restart the whole server. Every request is recorded so that
-// tests can assert on traffic (for example that an expired token caused exactly one new token
-// request).
+// Package fakeopenstack is an in-process HTTPS stand-in for the OpenStack APIs that the operator
+// and the real cinder-csi-plugin talk to: Keystone v3 (tokens), Nova (availability zones, servers,
+// volume attachments), Cinder v3 (availability zones, volumes, snapshots) and the Nova metadata
+// service. It answers what gophercloud v2 and the driver need (shared/reference/openstack.md
+// section 4; the driver's pkg/csi/cinder/openstack), serves it over TLS with its own CA so that the
+// CA plumbing is exercised, and lets tests inject faults per endpoint, expire tokens, and stop and
+// restart the whole server. Every request is recorded so that tests can assert on traffic (for
+// example that an expired token caused exactly one new token request).
+//
+// Volumes are backed by a Disks implementation: in memory by default, or LoopDisks, which gives an
+// attached volume a real loop block device with the /dev/disk/by-id link the driver looks for.
 //
 // The package has no build tag: the topology unit tests and the project's local run both use it.
 package fakeopenstack
@@ -34,6 +38,9 @@ const (
 	EndpointCompute Endpoint = "compute"
 	// EndpointVolume is Cinder v3, served under /volume/v3/<project>.
 	EndpointVolume Endpoint = "volume"
+	// EndpointMetadata is the Nova metadata service (MetadataHandler), served over plain HTTP on
+	// the listeners the caller creates.
+	EndpointMetadata Endpoint = "metadata"
 	// EndpointUnknown is any path the fake does not serve; it always answers 404.
 	EndpointUnknown Endpoint = "unknown"
 )
@@ -78,7 +85,7 @@ type Options struct {
 	// the first start is kept across Stop and Start.
 	Addr string
 	// ExtraHosts are additional DNS names or IPs for the serving certificate, beyond 127.0.0.1, ::1
-	// and localhost.
+	// and localhost. AddHosts adds more after start.
 	ExtraHosts []string
 	// Users may authenticate with a password. Default: one user DefaultUserName/DefaultPassword in
 	// domain Default.
@@ -107,6 +114,16 @@ type Options struct {
 	// Logger receives one line per request at V(1) and lifecycle messages at V(0). Adapt a
 	// testing.T with github.com/go-logr/logr/testr. The zero value discards.
 	Logger logr.Logger
+	// Disks backs the Cinder volumes (default: in memory, no device). The caller owns it: Close
+	// of the Server does not close it.
+	Disks Disks
+	// VolumeTypes, when non-nil, are the only volume type names Cinder accepts (others: 404, as
+	// Cinder answers for an unknown type). Nil accepts any name.
+	VolumeTypes []string
+	// QuotaGigabytes is the project's Cinder gigabytes quota, counting volumes and snapshots as
+	// Cinder does; exceeding it answers 413, which the driver maps to ResourceExhausted. Zero
+	// means unlimited.
+	QuotaGigabytes int
 }
 
 // Defaults used when Options leaves a field empty.
@@ -142,11 +159,23 @@ type Server struct {
 	hangFor  time.Duration
 	requests []Request
 
+	// cloud is the Nova and Cinder state (servers, volumes, snapshots); it has its own lock so
+	// that slow disk work never blocks token checks.
+	cloud *cloud
+
 	// lifeMu serialises Start, Stop and Close; gen is the running generation or nil. Stop holds
-	// it while waiting for handlers, so handlers must never take it: they read addr instead.
+	// it while waiting for handlers, so handlers must never take it: they read addr and cur
+	// instead.
 	lifeMu sync.Mutex
 	gen    *generation
 	closed bool
+	// cur mirrors gen for the handlers of listeners added with Serve.
+	cur atomic.Pointer[generation]
+	// closing is closed by Close; it releases hanging metadata requests and Serve loops.
+	closing chan struct{}
+	// extra are the http.Servers of Serve and ServeMetadata, shut down by Close.
+	extraMu sync.Mutex
+	extra   map[*http.Server]struct{}
 	// addr is host:port; the port chosen on the first start is kept for every restart.
 	addr atomic.Pointer[string]
 }
@@ -180,7 +209,10 @@ func New(opts Options) (*Server, error) {
 		volume:  append([]Zone(nil), opts.VolumeZones...),
 		faults:  map[Endpoint]faultState{},
 		hangFor: opts.HangFor,
+		closing: make(chan struct{}),
+		extra:   map[*http.Server]struct{}{},
 	}
+	s.cloud = newCloud(s, opts.Disks)
 	s.addr.Store(&opts.Addr)
 	if err := s.Start(); err != nil {
 		return nil, err
@@ -208,6 +240,9 @@ func withDefaults(o Options) Options {
 		}
 	}
 	o.AppCredentials = append([]AppCredential(nil), o.AppCredentials...)
+	if o.Disks == nil {
+		o.Disks = NewMemoryDisks()
+	}
 	if o.ComputeZones == nil {
 		o.ComputeZones = []Zone{{Name: DefaultZone, Available: true}}
 	}
@@ -251,19 +286,9 @@ func (s *Server) Start() error {
 	s.addr.Store(&bound)
 
 	g := &generation{stopping: make(chan struct{}), served: make(chan struct{})}
-	g.srv = &http.Server{
-		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serve(g, w, r) }),
-		ReadHeaderTimeout: 10 * time.Second,
-		// Handshake failures from the wrong-CA tests would otherwise go to the standard logger.
-		ErrorLog: log.New(logrWriter{s.log.V(1)}, "", 0),
-		TLSConfig: &tls.Config{
-			Certificates: []tls.Certificate{s.auth.serving},
-			MinVersion:   tls.VersionTLS12,
-			// HTTP/1.1 only: FaultRefuse needs http.Hijacker, which HTTP/2 does not offer.
-			NextProtos: []string{"http/1.1"},
-		},
-	}
+	g.srv = s.newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serve(g, w, r) }))
 	s.gen = g
+	s.cur.Store(g)
 	go func() {
 		defer close(g.served)
 		err := g.srv.Serve(tls.NewListener(ln, g.srv.TLSConfig))
@@ -289,6 +314,7 @@ func (s *Server) stopLocked() {
 		return
 	}
 	s.gen = nil
+	s.cur.Store(nil)
 	g.mu.Lock()
 	g.closed = true
 	g.mu.Unlock()
@@ -301,12 +327,118 @@ func (s *Server) stopLocked() {
 	s.log.Info("Fake OpenStack stopped", "url", s.baseURL())
 }
 
-// Close stops the server for good. It is safe to call more than once.
+// Close stops the server for good, including every listener given to Serve and ServeMetadata
+// (their calls return nil). It is safe to call more than once. It does not close Options.Disks.
 func (s *Server) Close() {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
 	s.stopLocked()
+	if s.closed {
+		return
+	}
 	s.closed = true
+	close(s.closing)
+	s.extraMu.Lock()
+	servers := make([]*http.Server, 0, len(s.extra))
+	for srv := range s.extra {
+		servers = append(servers, srv)
+	}
+	s.extraMu.Unlock()
+	for _, srv := range servers {
+		_ = srv.Close()
+	}
+}
+
+// newHTTPServer returns an HTTPS server for h with the fake's certificate.
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Handshake failures from the wrong-CA tests would otherwise go to the standard logger.
+		ErrorLog: log.New(logrWriter{s.log.V(1)}, "", 0),
+		TLSConfig: &tls.Config{
+			// A callback, not a fixed certificate, so that AddHosts takes effect on running
+			// listeners.
+			GetCertificate: s.auth.certificate,
+			MinVersion:     tls.VersionTLS12,
+			// HTTP/1.1 only: FaultRefuse needs http.Hijacker, which HTTP/2 does not offer.
+			NextProtos: []string{"http/1.1"},
+		},
+	}
+}
+
+// Serve serves the whole API (Keystone, Nova, Cinder) over TLS on l, in addition to the main
+// listener, until Close; then it returns nil. The caller creates l, for example inside a network
+// namespace, and the catalog a client gets through l names l's address (the request's Host), so
+// it stays in that namespace. Add the listener's IP to the certificate first (Options.ExtraHosts
+// or AddHosts). Faults, tokens and the request log are shared with the main listener. While the
+// server is stopped (Stop), connections to l are accepted and reset at once, since l cannot be
+// closed and re-created here; clients see "connection reset" instead of "connection refused".
+func (s *Server) Serve(l net.Listener) error {
+	srv := s.newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g := s.cur.Load()
+		if g == nil {
+			refuse(w)
+			return
+		}
+		s.serve(g, w, r)
+	}))
+	return s.serveExtra(srv, tls.NewListener(stoppableListener{Listener: l, s: s}, srv.TLSConfig))
+}
+
+// serveExtra runs srv on l until Close.
+func (s *Server) serveExtra(srv *http.Server, l net.Listener) error {
+	s.lifeMu.Lock()
+	if s.closed {
+		s.lifeMu.Unlock()
+		_ = l.Close()
+		return errors.New("fake OpenStack server is closed")
+	}
+	s.extraMu.Lock()
+	s.extra[srv] = struct{}{}
+	s.extraMu.Unlock()
+	s.lifeMu.Unlock()
+	defer func() {
+		s.extraMu.Lock()
+		delete(s.extra, srv)
+		s.extraMu.Unlock()
+	}()
+	s.log.Info("Fake OpenStack serving an extra listener", "address", l.Addr().String())
+	err := srv.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// stoppableListener resets connections while the server is stopped, so an extra listener looks
+// down like the main one does.
+type stoppableListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l stoppableListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.s.cur.Load() != nil {
+			return c, nil
+		}
+		if tcp, ok := c.(*net.TCPConn); ok {
+			_ = tcp.SetLinger(0)
+		}
+		_ = c.Close()
+	}
+}
+
+// AddHosts adds DNS names or IPs to the serving certificate, for listeners created after start
+// (Serve). New TLS handshakes on every listener get the re-issued certificate; the CA stays the
+// same, so clients need no new CA bundle.
+func (s *Server) AddHosts(hosts ...string) error {
+	return s.auth.addHosts(hosts...)
 }
 
 // Running reports whether the server is currently listening.
@@ -382,9 +514,9 @@ func endpointOf(path string) Endpoint {
 	switch {
 	case path == "/" || path == "/identity" || strings.HasPrefix(path, "/identity/"):
 		return EndpointIdentity
-	case strings.HasPrefix(path, "/compute/"):
+	case path == "/compute" || strings.HasPrefix(path, "/compute/"):
 		return EndpointCompute
-	case strings.HasPrefix(path, "/volume/"):
+	case path == "/volume" || strings.HasPrefix(path, "/volume/"):
 		return EndpointVolume
 	default:
 		return EndpointUnknown
@@ -405,47 +537,74 @@ func (s *Server) serve(g *generation, w http.ResponseWriter, r *http.Request) {
 
 	ep := endpointOf(r.URL.Path)
 	fault, hangFor := s.takeFault(ep)
-	idx := s.record(Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, Endpoint: ep, Fault: fault})
+	idx := s.record(newRequest(r, ep, fault))
 	sw := &statusWriter{ResponseWriter: w}
 	var authMethod string
 	defer func() {
 		s.finish(idx, sw.status, authMethod)
 		s.log.V(1).Info("Fake OpenStack request", "method", r.Method, "path", r.URL.Path,
-			"endpoint", ep, "status", sw.status, "fault", fault, "authMethod", authMethod)
+			"query", r.URL.RawQuery, "host", r.Host, "endpoint", ep, "status", sw.status,
+			"fault", fault, "authMethod", authMethod)
 	}()
 
-	switch fault {
-	case FaultRefuse:
-		refuse(w)
-		return
-	case FaultHang:
-		if !hang(g, r, hangFor) {
-			// Returning without writing would make net/http send an empty 200; a stopped server
-			// or an abandoned request must get no answer at all.
-			refuse(w)
-			return
-		}
-	case FaultServerError:
-		writeJSON(sw, http.StatusInternalServerError, map[string]any{
-			"error": map[string]any{"code": 500, "title": "Internal Server Error", "message": "injected fault"},
-		})
-		return
-	case FaultUnauthorized:
-		writeUnauthorized(sw)
+	if !applyFault(sw, r, fault, hangFor, g.stopping) {
 		return
 	}
 
 	switch ep {
 	case EndpointIdentity:
 		authMethod = s.serveIdentity(sw, r)
-	case EndpointCompute, EndpointVolume:
-		s.serveZones(sw, r, ep)
+	case EndpointCompute:
+		s.serveCompute(sw, r)
+	case EndpointVolume:
+		s.serveVolume(sw, r)
 	default:
 		writeNotFound(sw)
 	}
 }
 
-// statusWriter remembers the status code for the request log.
+// applyFault injects fault into the request and reports whether the request should still be
+// served normally (no fault, or a hang that ran its course).
+func applyFault(w *statusWriter, r *http.Request, fault Fault, hangFor time.Duration, stopping <-chan struct{}) bool {
+	switch fault {
+	case FaultRefuse:
+		refuse(w)
+		return false
+	case FaultHang:
+		if !hang(stopping, r, hangFor) {
+			// Returning without writing would make net/http send an empty 200; a stopped server
+			// or an abandoned request must get no answer at all.
+			refuse(w)
+			return false
+		}
+	case FaultServerError:
+		writeJSON(w, http.StatusInternalServerError, map[string]any{
+			"error": map[string]any{"code": 500, "title": "Internal Server Error", "message": "injected fault"},
+		})
+		return false
+	case FaultUnauthorized:
+		writeUnauthorized(w)
+		return false
+	}
+	return true
+}
+
+// baseURL returns scheme://host of the request as the client addressed it, so that links in
+// answers (catalog, version documents, next-page links) point at the listener the client can
+// reach, for example an address inside its network namespace. It falls back to the main URL.
+func (s *Server) requestBase(r *http.Request) string {
+	if r == nil || r.Host == "" {
+		return s.URL()
+	}
+	scheme := "https"
+	if r.TLS == nil {
+		scheme = "http"
+	}
+	return scheme + "://" + r.Host
+}
+
+// statusWriter remembers the status code for the request log. Unwrap lets FaultRefuse reach the
+// connection's http.Hijacker.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
@@ -456,6 +615,11 @@ func (w *statusWriter) WriteHeader(code int) {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap returns the underlying writer, for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter {
+	return w.ResponseWriter
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
