@@ -1,0 +1,932 @@
+//go:build linux
+
+package fakeopenstack
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultByIDDir is where udev puts the stable disk links the driver searches
+// (/dev/disk/by-id/virtio-<first 20 characters of the volume ID>).
+const DefaultByIDDir = "/dev/disk/by-id"
+
+// loopMarker is the owner file LoopDisks writes into its directory; SweepLoopDisks acts only on
+// directories that have one.
+const loopMarker = ".fakeopenstack-loopdisks.json"
+
+// loFlagsAutoclear is LO_FLAGS_AUTOCLEAR (linux/loop.h), which x/sys does not define: the kernel
+// frees the loop device when its last opener closes it.
+const loFlagsAutoclear = 4
+
+// Names of the files in a LoopDisks directory.
+const (
+	volumePrefix   = "vol-"
+	snapshotPrefix = "snap-"
+	imageSuffix    = ".img"
+	linkSuffix     = ".link"
+)
+
+// ErrLoopDisksInUse is returned by SweepLoopDisks for a directory whose owner process still runs.
+var ErrLoopDisksInUse = errors.New("loop disk directory is in use by a running process")
+
+// LoopOptions configures NewLoopDisks.
+type LoopOptions struct {
+	// Dir holds the sparse backing files and the owner marker; it must be absolute and is created
+	// if missing. Use a directory per run (for example under the run's own temporary directory)
+	// so that SweepLoopDisks can find what a killed run left behind.
+	Dir string
+	// ByIDDir is where the by-id links go (default DefaultByIDDir, the path the driver reads).
+	ByIDDir string
+	// Logger receives one line per device change at V(1). The zero value discards.
+	Logger logr.Logger
+}
+
+// LoopDisks is the Disks of a real node: every volume is a sparse file in Dir, and attaching it
+// binds a loop device to the file and links DefaultByIDDir/virtio-<volume ID[:20]> to it, the name
+// a KVM guest's udev gives a Cinder volume and the first one the driver's node service looks for.
+// Detach removes the link and frees the device. Extend grows the file and the device's size
+// (LOOP_SET_CAPACITY, as losetup -c does), snapshots and clones copy only the data extents, so a
+// 1 GiB volume costs only the blocks written to it.
+//
+// Loop devices are configured with autoclear and held open by this process, so a killed process
+// frees them by itself once nothing mounts them; the by-id links and files it leaves are what
+// SweepLoopDisks removes. Needs root and /dev/loop-control; LoopDisksAvailable says why not.
+type LoopDisks struct {
+	dir     string
+	realDir string
+	byID    string
+	log     logr.Logger
+
+	mu        sync.Mutex
+	closed    bool
+	marker    loopMarkerFile
+	volumes   map[string]*loopVolume
+	snapshots map[string]bool
+}
+
+// loopVolume is one backing file and, while attached, its device.
+type loopVolume struct {
+	server  string
+	dev     *os.File
+	devPath string
+	link    string
+}
+
+// loopMarkerFile identifies the owner of a directory and records what it created outside it.
+type loopMarkerFile struct {
+	// PID and StartTime (clock ticks since boot, /proc/<pid>/stat field 22) identify the owner
+	// process even if its PID is reused.
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"startTime"`
+	// ByIDDir is the directory of the by-id links.
+	ByIDDir string `json:"byIdDir"`
+	// CreatedDirs are directories the owner created because they were missing (such as
+	// /dev/disk and /dev/disk/by-id), to be removed when empty, deepest last.
+	CreatedDirs []string `json:"createdDirs,omitempty"`
+	// CreatedDir says the owner created Dir itself.
+	CreatedDir bool `json:"createdDir"`
+}
+
+var _ Disks = (*LoopDisks)(nil)
+
+// LoopDisksAvailable returns nil when LoopDisks can work here (Linux, root, a usable
+// /dev/loop-control), or an error that says what is missing.
+func LoopDisksAvailable() error {
+	if os.Geteuid() != 0 {
+		return errors.New("loop devices need root")
+	}
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("opening /dev/loop-control: %w", err)
+	}
+	_ = ctl.Close()
+	return nil
+}
+
+// NewLoopDisks prepares o.Dir and writes its owner marker. It refuses a directory that already
+// has a marker: that is an earlier run's, which SweepLoopDisks must clean first.
+func NewLoopDisks(o LoopOptions) (*LoopDisks, error) {
+	if !filepath.IsAbs(o.Dir) {
+		return nil, fmt.Errorf("loop disk directory %q is not absolute", o.Dir)
+	}
+	if err := LoopDisksAvailable(); err != nil {
+		return nil, err
+	}
+	if o.ByIDDir == "" {
+		o.ByIDDir = DefaultByIDDir
+	}
+	dir := filepath.Clean(o.Dir)
+	if _, err := os.Stat(filepath.Join(dir, loopMarker)); err == nil {
+		return nil, fmt.Errorf("%s holds the loop disks of an earlier run: sweep it first", dir)
+	}
+	created, err := mkdirAllRecorded(dir, 0o700)
+	if err != nil {
+		return nil, err
+	}
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	start, err := processStartTime(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	d := &LoopDisks{
+		dir: dir, realDir: realDir, byID: filepath.Clean(o.ByIDDir), log: o.Logger,
+		marker: loopMarkerFile{
+			PID: os.Getpid(), StartTime: start, ByIDDir: filepath.Clean(o.ByIDDir), CreatedDir: len(created) > 0,
+		},
+		volumes: map[string]*loopVolume{}, snapshots: map[string]bool{},
+	}
+	if err := d.writeMarker(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Dir returns the directory of the backing files.
+func (d *LoopDisks) Dir() string { return d.dir }
+
+// LinkPath returns the by-id link of a volume, whether or not it is attached.
+func (d *LoopDisks) LinkPath(volumeID string) string {
+	return filepath.Join(d.byID, "virtio-"+shortID(volumeID))
+}
+
+// Device returns the loop device of an attached volume, or "".
+func (d *LoopDisks) Device(volumeID string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if v, ok := d.volumes[volumeID]; ok {
+		return v.devPath
+	}
+	return ""
+}
+
+// shortID is the part of a volume ID that fits a virtio serial (20 characters), which is what
+// the guest's udev puts in the by-id name.
+func shortID(volumeID string) string {
+	if len(volumeID) > 20 {
+		return volumeID[:20]
+	}
+	return volumeID
+}
+
+func (d *LoopDisks) volumePath(id string) string {
+	return filepath.Join(d.dir, volumePrefix+id+imageSuffix)
+}
+
+func (d *LoopDisks) snapshotPath(id string) string {
+	return filepath.Join(d.dir, snapshotPrefix+id+imageSuffix)
+}
+
+func (d *LoopDisks) linkRecordPath(id string) string {
+	return filepath.Join(d.dir, volumePrefix+id+linkSuffix)
+}
+
+// checkLocked rejects calls after Close and IDs that could escape the directory.
+func (d *LoopDisks) checkLocked(ids ...string) error {
+	if d.closed {
+		return errors.New("loop disks are closed")
+	}
+	for _, id := range ids {
+		if id == "" || strings.ContainsAny(id, "/\x00") || id == "." || id == ".." {
+			return fmt.Errorf("invalid ID %q", id)
+		}
+	}
+	return nil
+}
+
+// CreateVolume implements Disks: a sparse file of size bytes.
+func (d *LoopDisks) CreateVolume(volumeID string, size int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkLocked(volumeID); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(d.volumePath(volumeID), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating volume file: %w", err)
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(d.volumePath(volumeID))
+		return fmt.Errorf("sizing volume file: %w", err)
+	}
+	d.volumes[volumeID] = &loopVolume{}
+	return nil
+}
+
+// CloneVolume implements Disks.
+func (d *LoopDisks) CloneVolume(volumeID, sourceID string, size int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkLocked(volumeID, sourceID); err != nil {
+		return err
+	}
+	src, ok := d.volumes[sourceID]
+	if !ok {
+		return fmt.Errorf("source volume %s not found", sourceID)
+	}
+	if err := src.flush(); err != nil {
+		return err
+	}
+	if err := copySparse(d.volumePath(volumeID), d.volumePath(sourceID), size); err != nil {
+		return fmt.Errorf("cloning volume %s: %w", sourceID, err)
+	}
+	d.volumes[volumeID] = &loopVolume{}
+	return nil
+}
+
+// RestoreSnapshot implements Disks.
+func (d *LoopDisks) RestoreSnapshot(volumeID, snapshotID string, size int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkLocked(volumeID, snapshotID); err != nil {
+		return err
+	}
+	if !d.snapshots[snapshotID] {
+		return fmt.Errorf("snapshot %s not found", snapshotID)
+	}
+	if err := copySparse(d.volumePath(volumeID), d.snapshotPath(snapshotID), size); err != nil {
+		return fmt.Errorf("restoring snapshot %s: %w", snapshotID, err)
+	}
+	d.volumes[volumeID] = &loopVolume{}
+	return nil
+}
+
+// ExtendVolume implements Disks: the file grows, and an attached device learns its new size.
+func (d *LoopDisks) ExtendVolume(volumeID string, size int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkLocked(volumeID); err != nil {
+		return err
+	}
+	v, ok := d.volumes[volumeID]
+	if !ok {
+		return fmt.Errorf("volume %s not found", volumeID)
+	}
+	st, err := os.Stat(d.volumePath(volumeID))
+	if err != nil {
+		return fmt.Errorf("extending volume: %w", err)
+	}
+	if size < st.Size() {
+		return fmt.Errorf("volume %s: cannot shrink from %d to %d bytes", volumeID, st.Size(), size)
+	}
+	if err := os.Truncate(d.volumePath(volumeID), size); err != nil {
+		return fmt.Errorf("extending volume file: %w", err)
+	}
+	if v.dev != nil {
+		if err := unix.IoctlSetInt(int(v.dev.Fd()), unix.LOOP_SET_CAPACITY, 0); err != nil {
+			return fmt.Errorf("refreshing the size of %s: %w", v.devPath, err)
+		}
+		d.log.V(1).Info("Loop device resized", "device", v.devPath, "volume", volumeID, "bytes", size)
+	}
+	return nil
+}
+
+// DeleteVolume implements Disks.
+func (d *LoopDisks) DeleteVolume(volumeID string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkLocked(volumeID); err != nil {
+		return err
+	}
+	v, ok := d.volumes[volumeID]
+	if !ok {
+		return fmt.Errorf("volume %s not found", volumeID)
+	}
+	if v.dev != nil {
+		return fmt.Errorf("volume %s is attached to %s", volumeID, v.server)
+	}
+	if err := os.Remove(d.volumePath(volumeID)); err != nil {
+		return fmt.Errorf("deleting volume file: %w", err)
+	}
+	delete(d.volumes, volumeID)
+	return nil
+}
+
+// CreateSnapshot implements Disks. An attached volume's device is flushed first, so the copy has
+// what the node wrote (crash-consistent, like a Cinder snapshot of an in-use volume).
+func (d *LoopDisks) CreateSnapshot(snapshotID, volumeID string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkLocked(snapshotID, volumeID); err != nil {
+		return err
+	}
+	v, ok := d.volumes[volumeID]
+	if !ok {
+		return fmt.Errorf("volume %s not found", volumeID)
+	}
+	if err := v.flush(); err != nil {
+		return err
+	}
+	st, err := os.Stat(d.volumePath(volumeID))
+	if err != nil {
+		return fmt.Errorf("snapshotting volume: %w", err)
+	}
+	if err := copySparse(d.snapshotPath(snapshotID), d.volumePath(volumeID), st.Size()); err != nil {
+		return fmt.Errorf("snapshotting volume %s: %w", volumeID, err)
+	}
+	d.snapshots[snapshotID] = true
+	return nil
+}
+
+// DeleteSnapshot implements Disks.
+func (d *LoopDisks) DeleteSnapshot(snapshotID string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkLocked(snapshotID); err != nil {
+		return err
+	}
+	if !d.snapshots[snapshotID] {
+		return fmt.Errorf("snapshot %s not found", snapshotID)
+	}
+	if err := os.Remove(d.snapshotPath(snapshotID)); err != nil {
+		return fmt.Errorf("deleting snapshot file: %w", err)
+	}
+	delete(d.snapshots, snapshotID)
+	return nil
+}
+
+// Attach implements Disks: it binds a loop device to the volume's file and links the by-id name
+// to it. The link record is written before the link, so a sweep finds the link even if the
+// process dies in between.
+func (d *LoopDisks) Attach(volumeID, serverID string) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkLocked(volumeID); err != nil {
+		return "", err
+	}
+	v, ok := d.volumes[volumeID]
+	if !ok {
+		return "", fmt.Errorf("volume %s not found", volumeID)
+	}
+	if v.dev != nil {
+		return "", fmt.Errorf("volume %s is already attached to %s", volumeID, v.server)
+	}
+	link := d.LinkPath(volumeID)
+	if err := os.WriteFile(d.linkRecordPath(volumeID), []byte(link+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("recording the by-id link: %w", err)
+	}
+	dev, devPath, err := attachLoop(d.volumePath(volumeID))
+	if err != nil {
+		_ = os.Remove(d.linkRecordPath(volumeID))
+		return "", err
+	}
+	v.server, v.dev, v.devPath = serverID, dev, devPath
+	if err := d.linkLocked(link, devPath); err != nil {
+		_ = d.detachLocked(volumeID, v)
+		return "", err
+	}
+	v.link = link
+	d.log.V(1).Info("Loop device attached", "device", devPath, "link", link, "volume", volumeID, "server", serverID)
+	return devPath, nil
+}
+
+// linkLocked points link at target, replacing an older link of the same name atomically. The
+// by-id directory is created when missing (there is no udev here) and recorded in the marker;
+// another run may remove it when it empties, hence the retry.
+func (d *LoopDisks) linkLocked(link, target string) error {
+	var err error
+	for range 5 {
+		var created []string
+		created, err = mkdirAllRecorded(filepath.Dir(link), 0o755)
+		if len(created) > 0 {
+			d.marker.CreatedDirs = append(d.marker.CreatedDirs, created...)
+			if werr := d.writeMarker(); werr != nil {
+				return werr
+			}
+		}
+		if err != nil {
+			continue
+		}
+		tmp := filepath.Join(filepath.Dir(link), fmt.Sprintf(".%s.tmp-%d", filepath.Base(link), os.Getpid()))
+		_ = os.Remove(tmp)
+		if err = os.Symlink(target, tmp); err != nil {
+			continue
+		}
+		if err = os.Rename(tmp, link); err != nil {
+			_ = os.Remove(tmp)
+			continue
+		}
+		return nil
+	}
+	return fmt.Errorf("linking %s to %s: %w", link, target, err)
+}
+
+// Detach implements Disks.
+func (d *LoopDisks) Detach(volumeID, serverID string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkLocked(volumeID); err != nil {
+		return err
+	}
+	v, ok := d.volumes[volumeID]
+	if !ok {
+		return fmt.Errorf("volume %s not found", volumeID)
+	}
+	if v.dev == nil || v.server != serverID {
+		return fmt.Errorf("volume %s is not attached to %s", volumeID, serverID)
+	}
+	return d.detachLocked(volumeID, v)
+}
+
+// detachLocked removes the link (only if it still points at our device), flushes the device so
+// the file has everything written through it, and frees it. The kernel frees a device that is
+// still mounted once it is unmounted (autoclear).
+func (d *LoopDisks) detachLocked(volumeID string, v *loopVolume) error {
+	var errs []error
+	link := d.LinkPath(volumeID)
+	if target, err := os.Readlink(link); err == nil && target == v.devPath {
+		if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing %s: %w", link, err))
+		}
+	}
+	if err := os.Remove(d.linkRecordPath(volumeID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if err := v.dev.Sync(); err != nil {
+		errs = append(errs, fmt.Errorf("flushing %s: %w", v.devPath, err))
+	}
+	if err := unix.IoctlSetInt(int(v.dev.Fd()), unix.LOOP_CLR_FD, 0); err != nil && !errors.Is(err, unix.ENXIO) {
+		errs = append(errs, fmt.Errorf("detaching %s: %w", v.devPath, err))
+	}
+	if err := v.dev.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	d.log.V(1).Info("Loop device detached", "device", v.devPath, "volume", volumeID, "server", v.server)
+	v.server, v.dev, v.devPath, v.link = "", nil, "", ""
+	return errors.Join(errs...)
+}
+
+// flush writes what the node wrote through the device into the backing file.
+func (v *loopVolume) flush() error {
+	if v.dev == nil {
+		return nil
+	}
+	if err := v.dev.Sync(); err != nil {
+		return fmt.Errorf("flushing %s: %w", v.devPath, err)
+	}
+	return nil
+}
+
+// Close detaches every device, removes every link and file this LoopDisks made, its marker, and
+// the directories it created if they are empty. It also frees loop devices of its directory that
+// it lost track of (a panic between binding and bookkeeping). Later calls return nil; other
+// methods fail after Close.
+func (d *LoopDisks) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	var errs []error
+	for id, v := range d.volumes {
+		if v.dev != nil {
+			errs = append(errs, d.detachLocked(id, v))
+		}
+	}
+	_, err := cleanLoopDir(d.dir, d.realDir, d.marker, d.log)
+	errs = append(errs, err)
+	d.volumes, d.snapshots = map[string]*loopVolume{}, map[string]bool{}
+	return errors.Join(errs...)
+}
+
+// SweepLoopDisks removes what a LoopDisks on dir left behind when its process was killed: loop
+// devices bound to files in dir and by-id links to them, the recorded by-id links, the files, the
+// marker, and the directories the owner created if they are empty. It returns what it removed.
+// A missing dir is fine; a dir without a marker is not touched (error); a dir whose owner still
+// runs gives ErrLoopDisksInUse. If a device cannot be freed yet (still mounted) it returns an
+// error and keeps the marker, so that a later sweep can finish.
+func SweepLoopDisks(dir string, log logr.Logger) ([]string, error) {
+	dir = filepath.Clean(dir)
+	data, err := os.ReadFile(filepath.Join(dir, loopMarker))
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%s has no loop disk marker: not sweeping it", dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading loop disk marker: %w", err)
+	}
+	var m loopMarkerFile
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("parsing loop disk marker in %s: %w", dir, err)
+	}
+	if start, err := processStartTime(m.PID); err == nil && start == m.StartTime {
+		return nil, fmt.Errorf("%s (process %d): %w", dir, m.PID, ErrLoopDisksInUse)
+	}
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	return cleanLoopDir(dir, realDir, m, log)
+}
+
+// cleanLoopDir is the part of Close and SweepLoopDisks that works from the directory alone.
+func cleanLoopDir(dir, realDir string, m loopMarkerFile, log logr.Logger) ([]string, error) {
+	var removed []string
+	var errs []error
+	byID := m.ByIDDir
+	if byID == "" {
+		byID = DefaultByIDDir
+	}
+
+	// Loop devices still bound to our files, and any by-id link to them.
+	loops, err := loopsBackedBy(realDir)
+	errs = append(errs, err)
+	for _, dev := range loops {
+		for _, link := range linksTo(byID, dev) {
+			if err := os.Remove(link); err == nil {
+				removed = append(removed, link)
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		if err := clearLoop(dev, realDir); err != nil {
+			errs = append(errs, err)
+		} else {
+			removed = append(removed, dev)
+		}
+	}
+
+	// Recorded links: the name carries our volume ID, so a link of that name is ours even if
+	// its device is gone or was reused.
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), linkSuffix) {
+			continue
+		}
+		record := filepath.Join(dir, e.Name())
+		if data, err := os.ReadFile(record); err == nil {
+			link := strings.TrimSpace(string(data))
+			if st, err := os.Lstat(link); err == nil && st.Mode()&fs.ModeSymlink != 0 &&
+				filepath.Dir(link) == filepath.Clean(byID) {
+				if err := os.Remove(link); err != nil {
+					errs = append(errs, err)
+				} else {
+					removed = append(removed, link)
+				}
+			}
+		}
+		errs = append(errs, removeFile(record, &removed))
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), imageSuffix) &&
+			(strings.HasPrefix(e.Name(), volumePrefix) || strings.HasPrefix(e.Name(), snapshotPrefix)) {
+			errs = append(errs, removeFile(filepath.Join(dir, e.Name()), &removed))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		// Keep the marker, so that a later sweep may finish the job (a device still mounted).
+		log.V(1).Info("Loop disk leftovers remain", "dir", dir, "removed", removed, "error", err.Error())
+		return removed, err
+	}
+	if err := removeFile(filepath.Join(dir, loopMarker), &removed); err != nil {
+		return removed, err
+	}
+
+	// Directories we created, deepest first, only when empty: another run may use them.
+	dirs := slices.Clone(m.CreatedDirs)
+	if m.CreatedDir {
+		dirs = append(dirs, dir)
+	}
+	slices.Sort(dirs)
+	dirs = slices.Compact(dirs)
+	slices.SortStableFunc(dirs, func(a, b string) int { return len(b) - len(a) })
+	for _, d := range dirs {
+		if err := os.Remove(d); err == nil {
+			removed = append(removed, d)
+		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EEXIST) {
+			errs = append(errs, err)
+		}
+	}
+	if len(removed) > 0 {
+		log.V(1).Info("Removed loop disk leftovers", "dir", dir, "removed", removed)
+	}
+	return removed, errors.Join(errs...)
+}
+
+func removeFile(path string, removed *[]string) error {
+	err := os.Remove(path)
+	if err == nil {
+		*removed = append(*removed, path)
+		return nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// loopsBackedBy lists the loop devices whose backing file is in dir (a resolved path), from
+// /sys/block/loop*/loop/backing_file; the kernel appends " (deleted)" when the file is gone.
+func loopsBackedBy(dir string) ([]string, error) {
+	paths, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range paths {
+		if backingDir(p) == dir {
+			out = append(out, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(p))))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// backingDir returns the directory of the file behind a loop device, from its sysfs
+// backing_file, or "" when it has none.
+func backingDir(sysBackingFile string) string {
+	data, err := os.ReadFile(sysBackingFile)
+	if err != nil {
+		return ""
+	}
+	file := strings.TrimSuffix(strings.TrimSpace(string(data)), " (deleted)")
+	if file == "" {
+		return ""
+	}
+	return filepath.Dir(file)
+}
+
+// linksTo returns the symlinks in dir that point at dev.
+func linksTo(dir, dev string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Type()&fs.ModeSymlink == 0 {
+			continue
+		}
+		link := filepath.Join(dir, e.Name())
+		target, err := os.Readlink(link)
+		if err != nil {
+			continue
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(dir, target)
+		}
+		if filepath.Clean(target) == dev {
+			out = append(out, link)
+		}
+	}
+	return out
+}
+
+// clearLoop frees a loop device after checking, with the device open, that it is still bound to
+// a file in dir. A device that something else still holds (a mount) is freed by the kernel when
+// that ends; that is reported as an error so the caller knows it is not gone yet.
+func clearLoop(dev, dir string) error {
+	f, err := os.OpenFile(dev, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", dev, err)
+	}
+	sys := filepath.Join("/sys/block", filepath.Base(dev), "loop", "backing_file")
+	if backingDir(sys) != dir {
+		_ = f.Close()
+		return nil
+	}
+	err = unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0)
+	_ = f.Close()
+	if err != nil && !errors.Is(err, unix.ENXIO) {
+		return fmt.Errorf("detaching %s: %w", dev, err)
+	}
+	// The kernel frees the device on the last close; give a release in progress a moment.
+	for range 50 {
+		if backingDir(sys) != dir {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s is still in use (mounted?); the kernel frees it when that ends", dev)
+}
+
+// attachLoop binds a free loop device to path and returns it open. LOOP_CTL_GET_FREE and the
+// bind are two steps, so another process may take the same device in between: the bind then
+// fails with EBUSY and the next free device is tried.
+func attachLoop(path string) (*os.File, string, error) {
+	backing, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, "", fmt.Errorf("opening volume file: %w", err)
+	}
+	defer func() { _ = backing.Close() }()
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	if err != nil {
+		return nil, "", fmt.Errorf("opening /dev/loop-control: %w", err)
+	}
+	defer func() { _ = ctl.Close() }()
+
+	for range 100 {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return nil, "", fmt.Errorf("finding a free loop device: %w", err)
+		}
+		devPath := "/dev/loop" + strconv.Itoa(n)
+		dev, err := os.OpenFile(devPath, os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			// devtmpfs creates the node right after the device; this is that moment.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("opening %s: %w", devPath, err)
+		}
+		err = configureLoop(dev, backing, path)
+		if err == nil {
+			return dev, devPath, nil
+		}
+		_ = dev.Close()
+		if !errors.Is(err, unix.EBUSY) {
+			return nil, "", fmt.Errorf("binding %s to %s: %w", devPath, path, err)
+		}
+	}
+	return nil, "", errors.New("no free loop device after 100 tries")
+}
+
+// configureLoop binds dev to backing with autoclear, with LOOP_CONFIGURE (Linux 5.8+) or, on older
+// kernels, LOOP_SET_FD plus LOOP_SET_STATUS64. The file name is recorded for losetup's listing.
+func configureLoop(dev, backing *os.File, path string) error {
+	var info unix.LoopInfo64
+	info.Flags = loFlagsAutoclear
+	copy(info.File_name[:len(info.File_name)-1], path)
+	cfg := unix.LoopConfig{Fd: uint32(backing.Fd()), Info: info}
+	err := unix.IoctlLoopConfigure(int(dev.Fd()), &cfg)
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOTTY) {
+		return err
+	}
+	if err := unix.IoctlSetInt(int(dev.Fd()), unix.LOOP_SET_FD, int(backing.Fd())); err != nil {
+		return err
+	}
+	if err := unix.IoctlLoopSetStatus64(int(dev.Fd()), &info); err != nil {
+		_ = unix.IoctlSetInt(int(dev.Fd()), unix.LOOP_CLR_FD, 0)
+		return err
+	}
+	return nil
+}
+
+// copySparse creates dst with src's data and size bytes (at least src's size). A reflink is tried
+// first; otherwise only the data extents (SEEK_DATA/SEEK_HOLE) are copied, so holes stay holes.
+func copySparse(dst, src string, size int64) (err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = in.Close() }()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	if size < st.Size() {
+		return fmt.Errorf("size %d is smaller than the source's %d", size, st.Size())
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = os.Remove(dst)
+		}
+	}()
+	if unix.IoctlFileClone(int(out.Fd()), int(in.Fd())) != nil {
+		if err := copyExtents(out, in, st.Size()); err != nil {
+			return err
+		}
+	}
+	return out.Truncate(size)
+}
+
+func copyExtents(out, in *os.File, end int64) error {
+	for off := int64(0); off < end; {
+		data, err := unix.Seek(int(in.Fd()), off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			return nil // only a hole remains
+		}
+		if err != nil {
+			return fmt.Errorf("finding data: %w", err)
+		}
+		hole, err := unix.Seek(int(in.Fd()), data, unix.SEEK_HOLE)
+		if err != nil {
+			return fmt.Errorf("finding a hole: %w", err)
+		}
+		if err := copyRange(out, in, data, hole-data); err != nil {
+			return err
+		}
+		off = hole
+	}
+	return nil
+}
+
+// copyRange copies n bytes at off with copy_file_range, falling back to read and write where the
+// kernel or file system does not offer it.
+func copyRange(out, in *os.File, off, n int64) error {
+	roff, woff := off, off
+	for n > 0 {
+		c, err := unix.CopyFileRange(int(in.Fd()), &roff, int(out.Fd()), &woff, int(min(n, 1<<30)), 0)
+		if err != nil {
+			if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) ||
+				errors.Is(err, unix.EOPNOTSUPP) {
+				_, err = io.Copy(io.NewOffsetWriter(out, woff), io.NewSectionReader(in, roff, n))
+				return err
+			}
+			return fmt.Errorf("copying data: %w", err)
+		}
+		if c == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		n -= int64(c)
+	}
+	return nil
+}
+
+// mkdirAllRecorded is os.MkdirAll that returns the directories it created, shallowest first.
+// A directory made concurrently by someone else counts as theirs.
+func mkdirAllRecorded(dir string, perm fs.FileMode) ([]string, error) {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		missing = append(missing, d)
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	var created []string
+	for i := len(missing) - 1; i >= 0; i-- {
+		err := os.Mkdir(missing[i], perm)
+		if err == nil {
+			created = append(created, missing[i])
+		} else if !errors.Is(err, fs.ErrExist) {
+			return created, fmt.Errorf("creating %s: %w", missing[i], err)
+		}
+	}
+	return created, nil
+}
+
+// writeMarker writes the owner marker atomically.
+func (d *LoopDisks) writeMarker() error {
+	data, err := json.Marshal(d.marker)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(d.dir, loopMarker)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("writing loop disk marker: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing loop disk marker: %w", err)
+	}
+	return nil
+}
+
+// processStartTime returns field 22 of /proc/<pid>/stat, the process start time in clock ticks
+// since boot, which tells a live owner from a later process that reuses its PID.
+func processStartTime(pid int) (uint64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may contain spaces: split after it.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parsing /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(string(data[i+1:]))
+	const startField = 22 - 3 // fields after the name start at field 3
+	if len(fields) <= startField {
+		return 0, fmt.Errorf("parsing /proc/%d/stat", pid)
+	}
+	return strconv.ParseUint(fields[startField], 10, 64)
+}
