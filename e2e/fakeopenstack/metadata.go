@@ -1,7 +1,6 @@
 package fakeopenstack
 
 import (
-	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -43,11 +42,7 @@ func (s *Server) MetadataHandler(serverID string) http.Handler {
 // nil; the caller creates l, typically 169.254.169.254:80 inside the server's network namespace.
 func (s *Server) ServeMetadata(l net.Listener, serverID string) error {
 	srv := &http.Server{Handler: s.MetadataHandler(serverID), ReadHeaderTimeout: 10 * time.Second}
-	err := s.serveExtra(srv, l)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
+	return s.serveExtra(srv, l)
 }
 
 func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request, serverID string) {

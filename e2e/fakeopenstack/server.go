@@ -589,7 +589,7 @@ func applyFault(w *statusWriter, r *http.Request, fault Fault, hangFor time.Dura
 	return true
 }
 
-// baseURL returns scheme://host of the request as the client addressed it, so that links in
+// requestBase returns scheme://host of the request as the client addressed it, so that links in
 // answers (catalog, version documents, next-page links) point at the listener the client can
 // reach, for example an address inside its network namespace. It falls back to the main URL.
 func (s *Server) requestBase(r *http.Request) string {
