@@ -33,6 +33,12 @@ const (
 	ZoneLabel = "topology.kubernetes.io/zone"
 )
 
+// kwokNodeLabel and kwokNodeValue mark the fake nodes; with RealNodes kwok manages only these.
+const (
+	kwokNodeLabel = "type"
+	kwokNodeValue = "kwok"
+)
+
 // auditPolicy records every request at Metadata level, which carries the user, impersonated
 // user, user agent, verb and object reference. Events and leases written by the cluster's own
 // components are left out: they are most of the traffic of an idle cluster and say nothing
@@ -120,7 +126,7 @@ func desiredNodes(opts Options) []corev1.Node {
 			"kubernetes.io/os":       "linux",
 			"kubernetes.io/arch":     "amd64",
 			"kubernetes.io/hostname": name,
-			"type":                   "kwok",
+			kwokNodeLabel:            kwokNodeValue,
 		}
 		for k, v := range opts.NodeLabels {
 			labels[k] = v

@@ -46,8 +46,30 @@ type Options struct {
 	// kwok, so nothing reconciles workloads and nodes never become Ready. Integration tests that
 	// only need API semantics start faster and use less memory this way.
 	ControlPlaneOnly bool
+	// RealNodes, when set, prepares the cluster for real kubelets joining it (package
+	// e2e/realnode) next to its kwok nodes.
+	RealNodes *RealNodes
 	// Logf, when set, receives progress lines (StartForTest sets it to t.Logf).
 	Logf func(format string, args ...any)
+}
+
+// RealNodes prepares a cluster for real kubelets that run in network namespaces of their own on
+// this host. Setting it changes two things besides the fields below: kwok manages only the
+// fake nodes Start creates (a kwok that managed every node would mark a real node's pods
+// Running before they run), and the API server reaches kubelets at their InternalIP, the
+// address a real node registers with --node-ip, rather than at a host name nothing resolves.
+type RealNodes struct {
+	// ServingIPs are extra IP addresses in the API server's serving certificate. Clients inside
+	// a node's network namespace reach the API server through a forwarder at an address of
+	// that namespace, and verify the certificate against that address.
+	ServingIPs []net.IP
+	// EgressSocket, when not empty, is the path of a unix socket serving HTTP CONNECT, through
+	// which the API server opens its "cluster" egress connections: to kubelets (logs, exec,
+	// port-forward), to pods and services it proxies, and to service-backed webhooks. The
+	// API server runs on the host and cannot route to addresses inside node namespaces; the
+	// proxy behind the socket can. The API server dials the socket per connection, so it may
+	// be created after Start.
+	EgressSocket string
 }
 
 // Cluster is a running local cluster. Its methods are safe for concurrent use.
@@ -71,10 +93,8 @@ type Cluster struct {
 // Cluster layout constants. Both clusters of a pair use the same ranges: they are separate API
 // servers and nothing routes between them.
 const (
-	serviceCIDR         = "10.96.0.0/12"
-	kubernetesServiceIP = "10.96.0.1"
-	podCIDR             = "10.244.0.0/16"
-	fakeNodeIP          = "10.0.0.1"
+	podCIDR    = "10.244.0.0/16"
+	fakeNodeIP = "10.0.0.1"
 
 	// startTimeout bounds a whole start, including retries after a port conflict.
 	startTimeout = 3 * time.Minute
@@ -84,6 +104,15 @@ const (
 	markerFile = ".localcluster"
 	// pollInterval is how often start-up conditions are checked.
 	pollInterval = 100 * time.Millisecond
+)
+
+// The service network of every local cluster. Real nodes (package e2e/realnode) route it and
+// translate the kubernetes Service address themselves, as they run no kube-proxy.
+const (
+	// ServiceCIDR is the API server's --service-cluster-ip-range.
+	ServiceCIDR = "10.96.0.0/12"
+	// KubernetesServiceIP is the ClusterIP of the default/kubernetes Service (port 443).
+	KubernetesServiceIP = "10.96.0.1"
 )
 
 // Start starts a cluster and returns once its API server is ready, its nodes exist (and, unless
@@ -286,7 +315,11 @@ func start(ctx context.Context, opts Options, bins binaries) (_ *Cluster, err er
 			return nil, fmt.Errorf("creating %s: %w", dirs[d], err)
 		}
 	}
-	certs, err := writePKI(dirs["pki"])
+	var extraIPs []net.IP
+	if opts.RealNodes != nil {
+		extraIPs = opts.RealNodes.ServingIPs
+	}
+	certs, err := writePKI(dirs["pki"], extraIPs...)
 	if err != nil {
 		return nil, err
 	}
@@ -356,10 +389,20 @@ func start(ctx context.Context, opts Options, bins binaries) (_ *Cluster, err er
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + certs.saPub,
 		"--service-account-signing-key-file=" + certs.saKey,
-		"--service-cluster-ip-range=" + serviceCIDR,
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--v=1",
+	}
+	if opts.RealNodes != nil {
+		apiArgs = append(apiArgs, "--kubelet-preferred-address-types=InternalIP")
+		if opts.RealNodes.EgressSocket != "" {
+			egress := filepath.Join(dirs["pki"], "egress-selector.yaml")
+			if err := os.WriteFile(egress, []byte(egressSelectorConfig(opts.RealNodes.EgressSocket)), 0o600); err != nil {
+				return nil, fmt.Errorf("writing egress selector configuration: %w", err)
+			}
+			apiArgs = append(apiArgs, "--egress-selector-config-file="+egress)
+		}
 	}
 	if opts.Audit {
 		policy := filepath.Join(dirs["pki"], "audit-policy.yaml")
@@ -406,13 +449,17 @@ func start(ctx context.Context, opts Options, bins binaries) (_ *Cluster, err er
 		// kwok also reads ~/.kwok/kwok.yaml when it exists; a private HOME keeps a developer's
 		// own kwok configuration out of the cluster. Without --server-address and --node-port
 		// kwok opens no port.
-		if err := c.run("kwok", bins.kwok, []string{"HOME=" + dirs["kwok-home"]},
-			"--kubeconfig="+kubeconfigs[kwokUser],
-			"--config="+bins.kwokStages,
-			"--manage-all-nodes=true",
-			"--node-ip="+fakeNodeIP,
-			"--cidr="+podCIDR,
-		); err != nil {
+		manage := []string{"--manage-all-nodes=true"}
+		if opts.RealNodes != nil {
+			manage = []string{"--manage-all-nodes=false", "--manage-nodes-with-label-selector=" + kwokNodeLabel + "=" + kwokNodeValue}
+		}
+		kwokArgs := append([]string{
+			"--kubeconfig=" + kubeconfigs[kwokUser],
+			"--config=" + bins.kwokStages,
+			"--node-ip=" + fakeNodeIP,
+			"--cidr=" + podCIDR,
+		}, manage...)
+		if err := c.run("kwok", bins.kwok, []string{"HOME=" + dirs["kwok-home"]}, kwokArgs...); err != nil {
 			return nil, err
 		}
 	}
@@ -421,6 +468,22 @@ func start(ctx context.Context, opts Options, bins binaries) (_ *Cluster, err er
 	}
 	opts.Logf("Cluster %s: started in %s (kubeconfig %s)", opts.Name, time.Since(begin).Round(time.Millisecond), c.kubeconfig)
 	return c, nil
+}
+
+// egressSelectorConfig returns an EgressSelectorConfiguration that sends the API server's
+// "cluster" traffic through an HTTP CONNECT proxy on the unix socket at path; control-plane and
+// etcd traffic stays direct.
+func egressSelectorConfig(path string) string {
+	return `apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: HTTPConnect
+    transport:
+      uds:
+        udsName: ` + strconv.Quote(path) + `
+`
 }
 
 // prepareDir creates the cluster directory. A directory left by an earlier run (it has the

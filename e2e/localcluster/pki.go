@@ -46,10 +46,10 @@ const (
 	kwokUser              = "kwok"
 )
 
-// writePKI creates a CA, a serving certificate for the API server and the service-account key
-// pair in dir. Generating them in Go keeps the package free of openssl and lets the admin
+// writePKI creates a CA, a serving certificate for the API server (valid for loopback, the
+// in-cluster names and extraIPs) and the service-account key pair in dir. Generating them in Go keeps the package free of openssl and lets the admin
 // kubeconfig verify the server instead of skipping TLS verification.
-func writePKI(dir string) (pki, error) {
+func writePKI(dir string, extraIPs ...net.IP) (pki, error) {
 	p := pki{
 		caCert:      filepath.Join(dir, "ca.crt"),
 		servingCert: filepath.Join(dir, "apiserver.crt"),
@@ -96,7 +96,7 @@ func writePKI(dir string) (pki, error) {
 		// address by mistake gets a routing error rather than a confusing certificate error.
 		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.ParseIP(kubernetesServiceIP)},
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.ParseIP(KubernetesServiceIP)}, extraIPs...),
 	}
 	servingDER, err := x509.CreateCertificate(rand.Reader, servingTemplate, caCert, &servingKey.PublicKey, caKey)
 	if err != nil {
