@@ -1,0 +1,31 @@
+// Command realnode-sweep removes everything that real-node runs (package e2e/realnode) whose
+// process was killed left on this host: their containers and runc shims, mounts, network
+// namespaces, cgroups, host paths and host settings. It waits while a live run holds the
+// host-wide lock, up to --timeout. Every run sweeps on its own start; this is for cleaning up by
+// hand (`make clean-realnode`).
+package main
+
+import (
+	"context"
+	"flag"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
+)
+
+func main() {
+	timeout := flag.Duration("timeout", time.Minute, "how long to wait for a live real-node run to finish")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if err := realnode.Sweep(ctx, log.Printf); err != nil {
+		log.Fatalf("Sweeping real-node leftovers: %v", err)
+	}
+	log.Print("No real-node leftovers")
+}

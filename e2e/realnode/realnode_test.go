@@ -1,0 +1,478 @@
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+)
+
+func TestPlan(t *testing.T) {
+	t.Run("When nodes of two clusters are planned, it should give them distinct addresses and subnets inside 10.200/10.201", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(NodeIP(1, 0).String()).To(Equal("10.200.1.10"))
+		g.Expect(NodeIP(2, 3).String()).To(Equal("10.200.2.13"))
+		g.Expect(APIServerIP(2).String()).To(Equal("10.200.2.3"))
+		g.Expect(PodSubnet(1, 0).String()).To(Equal("10.201.16.0/24"))
+		g.Expect(PodSubnet(2, 1).String()).To(Equal("10.201.33.0/24"))
+		g.Expect(PodSubnet(MaxClusters, MaxNodesPerCluster-1).String()).To(Equal("10.201.255.0/24"))
+		g.Expect(checkPlan(0, 0)).To(HaveOccurred())
+		g.Expect(checkPlan(1, MaxNodesPerCluster)).To(HaveOccurred())
+	})
+	t.Run("When a run id and node name form a namespace name, it should find the run id again", func(t *testing.T) {
+		g := NewWithT(t)
+		id, ok := runIDOf("ccsi-0a1b2c-guest-real-0")
+		g.Expect(ok).To(BeTrue())
+		g.Expect(id).To(Equal("0a1b2c"))
+		_, ok = runIDOf("ccsi-test-x")
+		g.Expect(ok).To(BeFalse())
+		_, ok = runIDOf("cni-1234")
+		g.Expect(ok).To(BeFalse())
+	})
+}
+
+func TestMountinfo(t *testing.T) {
+	t.Run("When mountinfo escapes a space, it should unescape it", func(t *testing.T) {
+		NewWithT(t).Expect(unescapeMount(`/a\040b`)).To(Equal("/a b"))
+	})
+	t.Run("When a path is compared with a directory, it should not match a sibling with the same prefix", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(under("/var/lib/kubelet/pods", "/var/lib/kubelet")).To(BeTrue())
+		g.Expect(under("/var/lib/kubelet", "/var/lib/kubelet")).To(BeTrue())
+		g.Expect(under("/var/lib/kubelet2", "/var/lib/kubelet")).To(BeFalse())
+	})
+}
+
+// hostSnapshot is the host state a run must leave as it found it.
+type hostSnapshot struct {
+	devPropagation string
+	sysctls        map[string]string
+	paths          map[string]bool
+	netns          []string
+	cniResults     []string
+	shimSockets    []string
+}
+
+// snapshotHost records the host state that real nodes touch.
+func snapshotHost(t *testing.T) hostSnapshot {
+	t.Helper()
+	s := hostSnapshot{paths: map[string]bool{}}
+	var err error
+	if s.devPropagation, err = propagationOf("/dev"); err != nil {
+		t.Fatal(err)
+	}
+	if s.sysctls, err = readSysctls(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range hostPathCandidates {
+		_, err := os.Lstat(p)
+		s.paths[p] = err == nil
+	}
+	s.netns = dirNames(netnsDir)
+	s.cniResults = dirNames(cniResultsDir)
+	s.shimSockets = dirNames(shimSocketDir)
+	return s
+}
+
+// dirNames lists a directory's entries; a missing directory has none.
+func dirNames(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	names := []string{}
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// expectNothingLeft checks that no trace of the node remains and the host is as before.
+func expectNothingLeft(g Gomega, before hostSnapshot, n nodeRecord, runDir string) {
+	after := hostSnapshot{paths: map[string]bool{}}
+	after.devPropagation, _ = propagationOf("/dev")
+	after.sysctls, _ = readSysctls()
+	g.Expect(after.devPropagation).To(Equal(before.devPropagation), "/dev propagation")
+	g.Expect(after.sysctls).To(Equal(before.sysctls), "kernel settings kubelet changes")
+	for _, p := range hostPathCandidates {
+		_, err := os.Lstat(p)
+		g.Expect(err == nil).To(Equal(before.paths[p]), "existence of %s", p)
+	}
+	g.Expect(dirNames(netnsDir)).To(ConsistOf(before.netns), "network namespaces")
+	g.Expect(dirNames(cniResultsDir)).To(ConsistOf(before.cniResults), "libcni result cache")
+	g.Expect(dirNames(shimSocketDir)).To(ConsistOf(before.shimSockets), "shim sockets")
+	dirs, err := cgroupDirs(n.Cgroup)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(dirs).To(BeEmpty(), "cgroups")
+	mounts, err := mountsUnder(runDir, n.RootDir, "/run/containerd")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(mounts).To(BeEmpty(), "mounts")
+	g.Expect(n.Dir).NotTo(BeADirectory(), "node directory")
+	g.Expect(runDir).NotTo(BeADirectory(), "run directory")
+	g.Expect(foreignKubelets()).To(BeEmpty())
+	// No process of the host runs in the node's namespace or cgroups.
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || exitedOrZombie(pid) {
+			continue
+		}
+		cg, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cgroup"))
+		if err == nil {
+			g.Expect(string(cg)).NotTo(ContainSubstring(n.Cgroup), "cgroup of pid %s", p.Name())
+		}
+	}
+	if entries, err := os.ReadDir(varLogContainers); err == nil {
+		for _, e := range entries {
+			dest, _ := os.Readlink(filepath.Join(varLogContainers, e.Name()))
+			g.Expect(dest).NotTo(HavePrefix(runDir), "log link %s", e.Name())
+		}
+	}
+}
+
+func TestRealNode(t *testing.T) {
+	before := snapshotHost(t)
+	run := NewRunForTest(t)
+	g := NewWithT(t)
+
+	set, err := images.Build(t.Context(), binDir(t), images.DefaultVersions(), images.Pause, images.Toolbox)
+	if err != nil {
+		skipOrFail(t, fmt.Errorf("%w: building the pause and toolbox images: %w", ErrHostUnsupported, err))
+	}
+	pause, toolbox := set[images.Pause], set[images.Toolbox]
+
+	cluster := localcluster.StartForTest(t, localcluster.Options{Name: "rn", RealNodes: run.ClusterOptions(1)})
+	node := StartNodeForTest(t, run, NodeOptions{
+		Cluster: cluster, ClusterNumber: 1, Index: 0, RootDir: DefaultRootDir,
+		SandboxImage: pause.Ref, Images: []string{pause.Tar, toolbox.Tar},
+		Labels: map[string]string{"node-role.kubernetes.io/worker": "", "realnode.test/label": "yes"},
+	})
+	kubelet, containerd := node.Memory()
+	t.Logf("Measured: node start (namespace, containerd, image import, kubelet to Ready) %s; RSS kubelet %d MiB, containerd %d MiB",
+		node.StartDuration().Round(time.Millisecond), kubelet>>20, containerd>>20)
+
+	cs, err := kubernetes.NewForConfig(cluster.RESTConfig())
+	g.Expect(err).NotTo(HaveOccurred())
+	k8sNode, err := cs.CoreV1().Nodes().Get(t.Context(), node.Name(), metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k8sNode.Labels).To(HaveKeyWithValue("realnode.test/label", "yes"))
+	g.Expect(k8sNode.Status.Addresses).To(ContainElement(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: node.IP().String()}))
+
+	t.Run("When a listener is created in the node namespace, it should be reachable there and not from the host", func(t *testing.T) {
+		g := NewWithT(t)
+		ln, err := node.Listen("tcp", net.JoinHostPort(node.IP().String(), "7000"))
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = ln.Close() }()
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				_, _ = c.Write([]byte("inside"))
+				_ = c.Close()
+			}
+		}()
+		c, err := DialIn(t.Context(), node.NetnsPath(), "tcp", ln.Addr().String())
+		g.Expect(err).NotTo(HaveOccurred())
+		got, _ := io.ReadAll(c)
+		_ = c.Close()
+		g.Expect(string(got)).To(Equal("inside"))
+		// The address exists only inside the node: no host interface has it. (Dialling it from
+		// the host would send the packet to the host's default route, off the machine.)
+		addrs, err := net.InterfaceAddrs()
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, a := range addrs {
+			g.Expect(a.String()).NotTo(HavePrefix(node.IP().String()+"/"), "host address")
+		}
+		// Every thread of the process is back in the host namespace.
+		host, err := os.Readlink("/proc/self/ns/net")
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, task := range dirNames("/proc/self/task") {
+			ns, err := os.Readlink("/proc/self/task/" + task + "/ns/net")
+			if err == nil {
+				g.Expect(ns).To(Equal(host), "thread %s", task)
+			}
+		}
+	})
+
+	podStart := time.Now()
+	podNet := testPod("pod-net", toolbox.Ref, false)
+	podHost := testPod("pod-host", toolbox.Ref, true)
+	for _, p := range []*corev1.Pod{podNet, podHost} {
+		p.Spec.NodeName = node.Name()
+		_, err := cs.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	running := map[string]*corev1.Pod{}
+	g.Eventually(func(g Gomega) {
+		for _, name := range []string{podNet.Name, podHost.Name} {
+			p, err := cs.CoreV1().Pods("default").Get(t.Context(), name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s: %v", name, p.Status)
+			running[name] = p
+		}
+	}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+	t.Logf("Measured: two pods Running %s after creation", time.Since(podStart).Round(time.Millisecond))
+
+	t.Run("When pods run, the pod-network pod should get an address of the node's subnet and the hostNetwork pod the node IP", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(node.PodSubnet().Contains(net.ParseIP(running[podNet.Name].Status.PodIP))).To(BeTrue(), "pod IP %s", running[podNet.Name].Status.PodIP)
+		g.Expect(running[podHost.Name].Status.PodIP).To(Equal(node.IP().String()))
+	})
+
+	t.Run("When the API server is asked for container logs, it should fetch them from the kubelet", func(t *testing.T) {
+		for _, name := range []string{podNet.Name, podHost.Name} {
+			g := NewWithT(t)
+			g.Eventually(func() (string, error) {
+				data, err := cs.CoreV1().Pods("default").GetLogs(name, &corev1.PodLogOptions{}).DoRaw(t.Context())
+				return string(data), err
+			}).WithTimeout(30 * time.Second).Should(ContainSubstring("hello from " + name))
+		}
+	})
+
+	t.Run("When a command is executed through the API server, it should run in the container and return its output", func(t *testing.T) {
+		g := NewWithT(t)
+		out, errOut, err := execInPod(t.Context(), cluster.RESTConfig(), cs, "default", podNet.Name, "sh", "-c", "cat /etc/hostname; echo to-stderr >&2")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).To(Equal(podNet.Name))
+		g.Expect(errOut).To(Equal("to-stderr"))
+		out, _, err = execInPod(t.Context(), cluster.RESTConfig(), cs, "default", podHost.Name,
+			"cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).To(Equal("default"))
+	})
+
+	t.Run("When the pod's network namespace connects to the kubernetes Service, it should reach the API server", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, name := range []string{podNet.Name, podHost.Name} {
+			ns, err := podNetns(node, running[name])
+			g.Expect(err).NotTo(HaveOccurred())
+			version, err := getVersion(t.Context(), ns, cluster.RESTConfig())
+			g.Expect(err).NotTo(HaveOccurred(), "pod %s", name)
+			g.Expect(version).To(ContainSubstring("gitVersion"))
+		}
+	})
+
+	stopStart := time.Now()
+	g.Expect(node.Stop()).To(Succeed())
+	t.Logf("Measured: node stop %s", time.Since(stopStart).Round(time.Millisecond))
+	g.Expect(run.Close()).To(Succeed())
+	expectNothingLeft(g, before, node.rec, run.Dir())
+}
+
+// testPod returns a pod that prints a line naming itself and sleeps.
+func testPod(name, image string, hostNetwork bool) *corev1.Pod {
+	zero := int64(0)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			HostNetwork:                   hostNetwork,
+			TerminationGracePeriodSeconds: &zero,
+			Containers: []corev1.Container{{
+				Name:            "main",
+				Image:           image,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{"sh", "-c", "echo hello from " + name + "; exec sleep 3600"},
+			}},
+		},
+	}
+}
+
+// execInPod runs a command in a pod's first container through the API server, with the
+// websocket protocol and SPDY as fallback (as kubectl does), returning stdout and stderr.
+func execInPod(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, ns, pod string, cmd ...string) (stdout, stderr string, err error) {
+	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
+	if err != nil {
+		return "", "", err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(cfg, "POST", req.URL())
+	if err != nil {
+		return "", "", err
+	}
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
+	if err != nil {
+		return "", "", err
+	}
+	// Separate buffers: the executor writes the two streams from different goroutines.
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut})
+	return strings.TrimSpace(out.String()), strings.TrimSpace(errOut.String()), err
+}
+
+// podNetns returns the network namespace of a running pod, through a process in its cgroup.
+func podNetns(n *Node, pod *corev1.Pod) (string, error) {
+	dirs, err := cgroupDirs(n.Cgroup())
+	if err != nil {
+		return "", err
+	}
+	for _, d := range dirs {
+		if !strings.Contains(d, "/pod"+string(pod.UID)) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(data)); len(f) > 0 {
+			return "/proc/" + f[0] + "/ns/net", nil
+		}
+	}
+	return "", errors.New("no process of the pod found in the node's cgroups")
+}
+
+// getVersion asks the API server for /version through the kubernetes Service address, from
+// inside a network namespace, verifying its certificate with the cluster CA.
+func getVersion(ctx context.Context, netnsPath string, cfg *rest.Config) (string, error) {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(cfg.CAData)
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return DialIn(ctx, netnsPath, network, addr)
+		},
+	}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+localcluster.KubernetesServiceIP+":443/version", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+cfg.BearerToken)
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+// binDir returns the module's bin directory.
+func binDir(t *testing.T) string {
+	root, err := localcluster.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "bin")
+}
+
+// sweepChildEnv, when set, makes TestSweepAfterKill the child that starts a node and waits to be
+// killed; its value is the file the child writes its node record to once a pod runs.
+const sweepChildEnv = "REALNODE_SWEEP_CHILD"
+
+func TestSweepAfterKill(t *testing.T) {
+	if ready := os.Getenv(sweepChildEnv); ready != "" {
+		runSweepChild(t, ready)
+		return
+	}
+	if err := Check(); err != nil {
+		skipOrFail(t, err)
+	}
+	if _, err := KubeletPath(); err != nil {
+		skipOrFail(t, err)
+	}
+	g := NewWithT(t)
+	before := snapshotHost(t)
+	ready := filepath.Join(t.TempDir(), "ready.json")
+	logPath := filepath.Join(t.TempDir(), "child.log")
+	logFile, err := os.Create(logPath)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = logFile.Close() }()
+	child := exec.Command(os.Args[0], "-test.run=^TestSweepAfterKill$", "-test.v", "-test.timeout=5m")
+	child.Env = append(os.Environ(), sweepChildEnv+"="+ready)
+	child.Stdout, child.Stderr = logFile, logFile
+	g.Expect(child.Start()).To(Succeed())
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	// Should the test fail before the kill, the child must not outlive it.
+	defer func() { _ = child.Process.Kill() }()
+
+	var rec struct {
+		Node   nodeRecord
+		RunDir string
+	}
+	deadline := time.After(4 * time.Minute)
+	for rec.RunDir == "" {
+		select {
+		case err := <-exited:
+			t.Fatalf("The child exited before its node ran a pod (%v):\n%s", err, logTail(logPath, 60))
+		case <-deadline:
+			t.Fatalf("The child's node did not run a pod in time:\n%s", logTail(logPath, 60))
+		case <-time.After(200 * time.Millisecond):
+		}
+		if err := readJSON(ready, &rec); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+
+	g.Expect(child.Process.Kill()).To(Succeed())
+	<-exited
+	// kubelet and containerd die with the child; the shims and containers do not.
+	pids, err := cgroupPids(rec.Node.Cgroup)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pids).NotTo(BeEmpty(), "containers surviving the killed run")
+	g.Expect(NetnsPath(rec.Node.Netns)).To(BeAnExistingFile())
+
+	sweepStart := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	g.Expect(Sweep(ctx, t.Logf)).To(Succeed())
+	t.Logf("Measured: sweep of a killed run %s", time.Since(sweepStart).Round(time.Millisecond))
+	expectNothingLeft(g, before, rec.Node, rec.RunDir)
+}
+
+// runSweepChild starts a run, a cluster and a node with a running pod, reports the node's
+// record in ready, and waits to be killed.
+func runSweepChild(t *testing.T, ready string) {
+	run := NewRunForTest(t)
+	set, err := images.Build(t.Context(), binDir(t), images.DefaultVersions(), images.Pause, images.Toolbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := localcluster.StartForTest(t, localcluster.Options{Name: "rn-sweep", RealNodes: run.ClusterOptions(1)})
+	node := StartNodeForTest(t, run, NodeOptions{
+		Cluster: cluster, ClusterNumber: 1, Index: 0, RootDir: DefaultRootDir,
+		SandboxImage: set[images.Pause].Ref, Images: []string{set[images.Pause].Tar, set[images.Toolbox].Tar},
+	})
+	cs, err := kubernetes.NewForConfig(cluster.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := testPod("survivor", set[images.Toolbox].Ref, false)
+	pod.Spec.NodeName = node.Name()
+	if _, err := cs.CoreV1().Pods("default").Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func() (corev1.PodPhase, error) {
+		p, err := cs.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		return p.Status.Phase, nil
+	}).WithTimeout(2 * time.Minute).Should(Equal(corev1.PodRunning))
+	if err := writeJSON(ready, map[string]any{"Node": node.rec, "RunDir": run.Dir()}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Minute)
+}
