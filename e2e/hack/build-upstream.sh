@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the upstream binaries the local clusters run (kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd, kwok) from the Go module proxy into a version-keyed directory, and only
-# when they are missing. No container image or release download is needed.
+# kube-scheduler, etcd, kwok; kubelet and kubectl for real nodes) from the Go module proxy into a
+# version-keyed directory, and only when they are missing. No container image or release
+# download is needed.
 #
-# Usage: build-upstream.sh kube|etcd|kwok <version> <output dir>
+# Usage: build-upstream.sh kube|kube-node|etcd|kwok <version> <output dir>
 set -euo pipefail
 
 what=$1 version=$2 out=$3
@@ -19,16 +20,20 @@ export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
 
 case "$what" in
-kube)
+kube | kube-node)
+  # kube (the control plane) and kube-node (kubelet, kubectl) use one and the same throwaway
+  # module, so that the packages they share compile once into the Go build cache.
   names="kube-apiserver kube-controller-manager kube-scheduler"
+  [ "$what" = kube-node ] && names="kubelet kubectl"
   done=1
   for n in $names; do [ -x "$out/$n" ] || done=0; done
   [ $done = 1 ] && exit 0
   staging="api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
     cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api
-    cri-client csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms
-    kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics
-    mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller"
+    cri-client cri-streaming csi-translation-lib dynamic-resource-allocation endpointslice
+    externaljwt kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl
+    kubelet metrics mount-utils pod-security-admission sample-apiserver sample-cli-plugin
+    sample-controller streaming"
   # k8s.io/kubernetes pins its staging repositories to v0.0.0 with local replace directives, so
   # every one of them is replaced by the published module of the matching minor release.
   staging_version="v0.${version#v1.}"
@@ -47,12 +52,19 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
   (cd "$work" && go mod tidy -e >/dev/null 2>&1 || true; cd "$work" && go mod tidy)
+  # Without these the binaries report v0.0.0-master (the kubelet puts it in the Node status).
+  minor=${version#v1.}
+  minor=${minor%%.*}
+  vpkg=k8s.io/component-base/version
+  vflags="-X $vpkg.gitVersion=$version -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
   for n in $names; do
     echo "building $n $version"
-    (cd "$work" && go build -trimpath -ldflags="-s -w" -o "$out/$n" "k8s.io/kubernetes/cmd/$n")
+    (cd "$work" && go build -trimpath -ldflags="-s -w $vflags" -o "$out/$n" "k8s.io/kubernetes/cmd/$n")
   done
   ;;
 etcd)
