@@ -487,6 +487,9 @@ var recipes = map[string]recipe{
 			if err := baseDirs(r); err != nil {
 				return Image{}, err
 			}
+			// As on Debian: e2fsck (run by fsck -a before mounting) looks at /etc/mtab to tell
+			// whether the device is mounted and complains without it.
+			r.Symlink("/etc/mtab", "../proc/self/mounts")
 			r.File("/bin/cinder-csi-plugin", BinaryPath(b, Driver, v.CinderCSIPlugin), 0o755)
 			return Image{Rootfs: r, Config: Config{Cmd: []string{"/bin/cinder-csi-plugin"}, Env: []string{defaultPath}}}, nil
 		},
