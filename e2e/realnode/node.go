@@ -327,6 +327,8 @@ func (n *Node) setUp(ctx context.Context, opts NodeOptions) error {
 		"--config=" + kcfgPath,
 		"--kubeconfig=" + kubeconfigPath,
 		"--root-dir=" + n.rec.RootDir,
+		// The certificate directory defaults to /var/lib/kubelet/pki whatever the root.
+		"--cert-dir=" + filepath.Join(n.rec.RootDir, "pki"),
 		"--node-ip=" + n.ip.String(),
 		"--hostname-override=" + n.rec.Name,
 		"--v=1",

@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -52,7 +53,9 @@ func startProc(name, bin string, args []string, netnsPath, cgroup, logDir string
 		_ = logFile.Close()
 		close(p.done)
 	}()
-	if err := joinCgroups(cgroup, cmd.Process.Pid); err != nil {
+	// A process that is already gone (a kubelet refusing its flags, say) cannot be moved; it
+	// is returned anyway, so the caller reports its exit with its log.
+	if err := joinCgroups(cgroup, cmd.Process.Pid); err != nil && !errors.Is(err, syscall.ESRCH) {
 		p.kill()
 		return nil, err
 	}

@@ -25,7 +25,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
@@ -265,10 +268,36 @@ func TestRealNode(t *testing.T) {
 		for _, name := range []string{podNet.Name, podHost.Name} {
 			ns, err := podNetns(node, running[name])
 			g.Expect(err).NotTo(HaveOccurred())
-			version, err := getVersion(t.Context(), ns, cluster.RESTConfig())
+			version, err := getVersion(t.Context(), ns, "https://"+localcluster.KubernetesServiceIP+":443", cluster.RESTConfig())
 			g.Expect(err).NotTo(HaveOccurred(), "pod %s", name)
 			g.Expect(version).To(ContainSubstring("gitVersion"))
 		}
+	})
+
+	t.Run("When a pod's port is forwarded or proxied through the API server, it should reach a listener inside the pod", func(t *testing.T) {
+		g := NewWithT(t)
+		ns, err := podNetns(node, running[podNet.Name])
+		g.Expect(err).NotTo(HaveOccurred())
+		ln, err := ListenIn(ns, "tcp", ":8080")
+		g.Expect(err).NotTo(HaveOccurred())
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, "served inside the pod")
+		}), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer func() { _ = srv.Close() }()
+
+		body, err := cs.CoreV1().Pods("default").ProxyGet("http", podNet.Name, "8080", "/", nil).DoRaw(t.Context())
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(string(body)).To(Equal("served inside the pod"))
+
+		local, stop, err := portForward(cluster.RESTConfig(), cs, "default", podNet.Name, 8080)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer stop()
+		resp, err := http.Get("http://" + local + "/")
+		g.Expect(err).NotTo(HaveOccurred())
+		body, _ = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		g.Expect(string(body)).To(Equal("served inside the pod"))
 	})
 
 	stopStart := time.Now()
@@ -342,9 +371,9 @@ func podNetns(n *Node, pod *corev1.Pod) (string, error) {
 	return "", errors.New("no process of the pod found in the node's cgroups")
 }
 
-// getVersion asks the API server for /version through the kubernetes Service address, from
-// inside a network namespace, verifying its certificate with the cluster CA.
-func getVersion(ctx context.Context, netnsPath string, cfg *rest.Config) (string, error) {
+// getVersion asks the API server at server for /version from inside a network namespace,
+// verifying its certificate with the cluster CA.
+func getVersion(ctx context.Context, netnsPath, server string, cfg *rest.Config) (string, error) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(cfg.CAData)
 	tr := &http.Transport{
@@ -354,7 +383,7 @@ func getVersion(ctx context.Context, netnsPath string, cfg *rest.Config) (string
 		},
 	}
 	defer tr.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+localcluster.KubernetesServiceIP+":443/version", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/version", nil)
 	if err != nil {
 		return "", err
 	}
@@ -366,6 +395,38 @@ func getVersion(ctx context.Context, netnsPath string, cfg *rest.Config) (string
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	return string(body), err
+}
+
+// portForward forwards a local loopback port to a pod's port through the API server (SPDY, as
+// kubectl port-forward does) and returns the local address and a function that stops it.
+func portForward(cfg *rest.Config, cs kubernetes.Interface, ns, pod string, port int) (string, func(), error) {
+	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("portforward")
+	transport, upgrader, err := spdy.RoundTripperFor(cfg)
+	if err != nil {
+		return "", nil, err
+	}
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, req.URL())
+	stopCh, readyCh := make(chan struct{}), make(chan struct{})
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", port)}, stopCh, readyCh, io.Discard, io.Discard)
+	if err != nil {
+		return "", nil, err
+	}
+	failed := make(chan error, 1)
+	go func() { failed <- fw.ForwardPorts() }()
+	select {
+	case <-readyCh:
+	case err := <-failed:
+		return "", nil, fmt.Errorf("port-forward: %w", err)
+	case <-time.After(30 * time.Second):
+		close(stopCh)
+		return "", nil, errors.New("port-forward not ready in time")
+	}
+	ports, err := fw.GetPorts()
+	if err != nil || len(ports) == 0 {
+		close(stopCh)
+		return "", nil, fmt.Errorf("port-forward ports: %w", err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", ports[0].Local), func() { close(stopCh) }, nil
 }
 
 // binDir returns the module's bin directory.
@@ -475,4 +536,114 @@ func runSweepChild(t *testing.T, ready string) {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Minute)
+}
+
+func TestTwoClusters(t *testing.T) {
+	before := snapshotHost(t)
+	run := NewRunForTest(t)
+	g := NewWithT(t)
+	set, err := images.Build(t.Context(), binDir(t), images.DefaultVersions(), images.Pause, images.Toolbox)
+	if err != nil {
+		skipOrFail(t, fmt.Errorf("%w: building the pause and toolbox images: %w", ErrHostUnsupported, err))
+	}
+	pause, toolbox := set[images.Pause], set[images.Toolbox]
+	mgmt, guest := localcluster.StartPairForTest(t,
+		localcluster.Options{Name: "mgmt", RealNodes: run.ClusterOptions(1)},
+		localcluster.Options{Name: "guest", RealNodes: run.ClusterOptions(2)})
+
+	tars := []string{pause.Tar, toolbox.Tar}
+	mgmtNode := StartNodeForTest(t, run, NodeOptions{
+		Cluster: mgmt, ClusterNumber: 1, Index: 0, SandboxImage: pause.Ref, Images: tars,
+		Labels: map[string]string{"hypershift.openshift.io/control-plane": "true"},
+	})
+	guestNode := StartNodeForTest(t, run, NodeOptions{
+		Cluster: guest, ClusterNumber: 2, Index: 0, RootDir: DefaultRootDir, SandboxImage: pause.Ref, Images: tars,
+		ExtraIPs: []net.IP{FakeOpenStackIP(2)},
+		Taints:   []corev1.Taint{{Key: "realnode.test/taint", Effect: corev1.TaintEffectNoSchedule}},
+	})
+	g.Expect(mgmtNode.RootDir()).To(HavePrefix(run.Dir()))
+	t.Logf("Measured: management node Ready in %s, guest node in %s", mgmtNode.StartDuration().Round(time.Millisecond),
+		guestNode.StartDuration().Round(time.Millisecond))
+
+	t.Run("When the guest node's namespace is inspected, it should carry the node IP, the metadata address and the extra address on lo", func(t *testing.T) {
+		g := NewWithT(t)
+		out, err := guestNode.Command(t.Context(), "ip", "-o", "-4", "addr", "show", "dev", "lo").CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), string(out))
+		for _, ip := range []string{"10.200.2.10/32", MetadataIP + "/32", "10.200.2.2/32"} {
+			g.Expect(string(out)).To(ContainSubstring(ip))
+		}
+		gn, err := kubernetes.NewForConfigOrDie(guest.RESTConfig()).CoreV1().Nodes().Get(t.Context(), guestNode.Name(), metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(gn.Spec.Taints).To(ContainElement(HaveField("Key", "realnode.test/taint")))
+	})
+
+	t.Run("When a management pod uses the exposed guest API server kubeconfig, it should list the guest's nodes", func(t *testing.T) {
+		g := NewWithT(t)
+		url, err := mgmtNode.ExposeAPIServer(guest, 2)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(url).To(Equal("https://10.200.2.3:6443"))
+		kubeconfig, err := Kubeconfig(guest, url)
+		g.Expect(err).NotTo(HaveOccurred())
+
+		cs := kubernetes.NewForConfigOrDie(mgmt.RESTConfig())
+		pod := testPod("controller", toolbox.Ref, false)
+		pod.Spec.NodeName = mgmtNode.Name()
+		_, err = cs.CoreV1().Pods("default").Create(t.Context(), pod, metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Eventually(func() (corev1.PodPhase, error) {
+			p, err := cs.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			pod = p
+			return p.Status.Phase, nil
+		}).WithTimeout(2 * time.Minute).Should(Equal(corev1.PodRunning))
+		ns, err := podNetns(mgmtNode, pod)
+		g.Expect(err).NotTo(HaveOccurred())
+
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+		g.Expect(err).NotTo(HaveOccurred())
+		cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return DialIn(ctx, ns, network, addr)
+		}
+		nodes, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(nodes.Items).To(ContainElement(HaveField("Name", guestNode.Name())))
+	})
+
+	g.Expect(run.Close()).To(Succeed())
+	expectNothingLeft(g, before, mgmtNode.rec, run.Dir())
+	expectNothingLeft(g, before, guestNode.rec, run.Dir())
+}
+
+func TestStartFailure(t *testing.T) {
+	before := snapshotHost(t)
+	run := NewRunForTest(t)
+	g := NewWithT(t)
+	cluster := localcluster.StartForTest(t, localcluster.Options{Name: "rn-fail", ControlPlaneOnly: true, RealNodes: run.ClusterOptions(1)})
+
+	t.Run("When kubelet exits at start, it should fail with its log and leave nothing behind", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := run.StartNode(t.Context(), NodeOptions{
+			Cluster: cluster, ClusterNumber: 1, Index: 0, RootDir: DefaultRootDir,
+			SandboxImage: "localhost/cinder-csi-e2e/pause:none", Kubelet: "/bin/false",
+		})
+		g.Expect(err).To(MatchError(ContainSubstring("kubelet exited")))
+		g.Expect(run.Nodes()).To(BeEmpty())
+		expectNothingLeft(g, before, nodeRecord{Netns: namePrefix + run.ID() + "-rn-fail-real-0",
+			Cgroup: namePrefix + run.ID() + "-rn-fail-real-0", Dir: filepath.Join(run.Dir(), "nodes", "rn-fail-real-0"),
+			RootDir: DefaultRootDir}, filepath.Join(run.Dir(), "nodes", "rn-fail-real-0"))
+	})
+
+	t.Run("When the kubelet root directory holds files of someone else, it should refuse to start and leave them", func(t *testing.T) {
+		g := NewWithT(t)
+		dir := t.TempDir()
+		g.Expect(os.WriteFile(filepath.Join(dir, "foreign"), nil, 0o600)).To(Succeed())
+		_, err := run.StartNode(t.Context(), NodeOptions{
+			Cluster: cluster, ClusterNumber: 1, Index: 0, RootDir: dir, SandboxImage: "x",
+		})
+		g.Expect(err).To(MatchError(ContainSubstring("not empty")))
+		g.Expect(filepath.Join(dir, "foreign")).To(BeARegularFile())
+	})
+	g.Expect(run.Close()).To(Succeed())
 }

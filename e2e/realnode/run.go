@@ -291,6 +291,10 @@ var hostPathCandidates = []string{
 	"/var/lib/cni/results",
 	"/run/containerd",
 	"/run/containerd/s",
+	// runc's default state root; the nodes configure their own, but a shim that cannot read
+	// its options falls back to this one.
+	"/run/containerd/runc",
+	"/run/containerd/runc/" + criNamespace,
 }
 
 // wholeOurs are created paths whose whole content is the run's: nothing but this run's
