@@ -178,11 +178,11 @@ func BuildAll(ctx context.Context, binDir string) (Set, error) {
 }
 
 // Build writes the named images (all when none are named) as OCI layout tars under
-// <binDir>/images/<name>/ and returns them. A tar is named after a hash of everything that goes into it
-// (file contents, modes, links, run configuration), so it is rewritten only when an input
+// <binDir>/images/<name>/ and returns them. A tar is named after a hash of everything that goes
+// into it (file contents, modes, links, run configuration), so it is rewritten only when an input
 // changed; older tars of the same image are removed. The upstream binaries must exist (`make
-// operand-binaries`); the stand-ins are built from this module first, which needs the go command
-// and a working directory inside the module.
+// operand-binaries`); the stand-ins are compiled from this module's source first, which needs the
+// go command.
 func Build(ctx context.Context, binDir string, v Versions, names ...string) (Set, error) {
 	if len(names) == 0 {
 		names = Names()
