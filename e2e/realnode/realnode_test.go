@@ -19,6 +19,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -646,4 +647,44 @@ func TestStartFailure(t *testing.T) {
 		g.Expect(filepath.Join(dir, "foreign")).To(BeARegularFile())
 	})
 	g.Expect(run.Close()).To(Succeed())
+}
+
+func TestSweepOrphans(t *testing.T) {
+	if err := Check(); err != nil {
+		skipOrFail(t, err)
+	}
+	t.Run("When a namespace and cgroup named like a run's have no run directory, it should kill their processes and remove both", func(t *testing.T) {
+		g := NewWithT(t)
+		name := namePrefix + "0f0f0f-orphan"
+		hadNetnsDir := dirExists(netnsDir)
+		g.Expect(createNetns(name)).To(Succeed())
+		g.Expect(createCgroups(name)).To(Succeed())
+		sleeper := exec.Command("nsenter", "--net="+NetnsPath(name), "--", "sleep", "300")
+		g.Expect(sleeper.Start()).To(Succeed())
+		defer func() { _ = sleeper.Process.Kill() }()
+		g.Expect(joinCgroups(name, sleeper.Process.Pid)).To(Succeed())
+		waited := make(chan error, 1)
+		go func() { waited <- sleeper.Wait() }()
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		g.Expect(Sweep(ctx, t.Logf)).To(Succeed())
+
+		g.Eventually(waited).Should(Receive(), "the process in the orphaned cgroup")
+		g.Expect(NetnsPath(name)).NotTo(BeAnExistingFile())
+		dirs, err := cgroupDirs(name)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(dirs).To(BeEmpty())
+		if !hadNetnsDir {
+			// Without a run record nobody knows that /run/netns was created for it.
+			_ = unix.Unmount(netnsDir, unix.MNT_DETACH)
+			_ = os.Remove(netnsDir)
+		}
+	})
+}
+
+// dirExists reports whether dir is an existing directory.
+func dirExists(dir string) bool {
+	info, err := os.Stat(dir)
+	return err == nil && info.IsDir()
 }
