@@ -52,9 +52,44 @@ run-local: build $(UPSTREAM) ## Start local management and guest clusters, a fak
 	go run ./e2e/cmd/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator
 
 .PHONY: test
-test: $(UPSTREAM) ## Run unit, integration and e2e tests (real local clusters, fake OpenStack).
+test: $(UPSTREAM) real-node-prereqs ## Run unit, integration and e2e tests, and real storage on real nodes where the host allows it.
 	go test $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory test-e2e
+	$(MAKE) --no-print-directory test-storage
+
+# Real nodes (a kubelet and containerd in network namespaces of their own) need Linux and root.
+# Elsewhere the real-node targets say so loudly and skip; under CI=true a skip is a failure.
+REAL_NODES_POSSIBLE := $(shell [ "$$(uname -s)" = Linux ] && [ "$$(id -u)" = 0 ] && echo yes)
+define skip-real-nodes
+	@echo "*** SKIPPED: $(1) needs real nodes, which need Linux and root; see the README, \"Real and simulated nodes\" ***" >&2
+	@if [ "$${CI:-}" = true ]; then echo "*** under CI=true a skip is a failure ***" >&2; exit 1; fi
+endef
+# Debian packages a real node runs on: containerd and runc, the CNI plugins, and the tools the
+# harness uses to build its network namespaces.
+REALNODE_HOST_PACKAGES ?= containerd runc containernetworking-plugins iproute2 iptables util-linux mount
+STORAGE_TEST_TIMEOUT ?= 60m
+
+.PHONY: real-node-prereqs
+real-node-prereqs: ## Install the real nodes' Debian packages and build the kubelet and operand images (Linux, root).
+ifeq ($(REAL_NODES_POSSIBLE),yes)
+	e2e/hack/host-packages.sh $(REALNODE_HOST_PACKAGES)
+	$(MAKE) --no-print-directory operand-images >/dev/null
+else
+	$(call skip-real-nodes,building the real-node images)
+endif
+
+.PHONY: test-storage
+test-storage: build $(UPSTREAM) ## Real storage end to end: the operator-installed driver provisions, attaches and mounts volumes on real nodes, both modes.
+ifeq ($(REAL_NODES_POSSIBLE),yes)
+	$(MAKE) --no-print-directory real-node-prereqs
+	go test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -v ./e2e/storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
+else
+	$(call skip-real-nodes,test-storage)
+endif
+
+.PHONY: clean-realnode
+clean-realnode: ## Remove what killed real-node runs left behind (processes, mounts, namespaces, cgroups, loop devices).
+	go run ./e2e/cmd/realnode-sweep
 
 .PHONY: test-e2e
 test-e2e: build $(UPSTREAM) ## Run the e2e suite; against MGMT_KUBECONFIG/GUEST_KUBECONFIG if set, else against local clusters.

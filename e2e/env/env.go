@@ -58,6 +58,11 @@ type Options struct {
 	HighlyAvailable bool
 	// Logf receives progress lines.
 	Logf func(format string, args ...any)
+	// RealNodes, when set, runs the operator's pods on real nodes (see RealNodeOptions).
+	RealNodes *RealNodeOptions
+	// AppCredentials are application credentials the fake OpenStack accepts besides the
+	// default user's password, for example one a test rotates to.
+	AppCredentials []fakeopenstack.AppCredential
 }
 
 // Env is a running environment.
@@ -71,6 +76,8 @@ type Env struct {
 	// standalone mode.
 	Namespace string
 	OpenStack *fakeopenstack.Server
+	// Real is set when the environment runs on real nodes.
+	Real *RealNodes
 	// Dir is the environment's directory.
 	Dir     string
 	ownDir  bool
@@ -115,7 +122,14 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	for _, z := range o.Zones {
 		zones = append(zones, fakeopenstack.Zone{Name: z, Available: true})
 	}
-	if e.OpenStack, err = fakeopenstack.New(fakeopenstack.Options{ComputeZones: zones, VolumeZones: zones}); err != nil {
+	fakeOpts := fakeopenstack.Options{ComputeZones: zones, VolumeZones: zones, AppCredentials: o.AppCredentials}
+	if o.RealNodes != nil {
+		if err := e.prepareRealNodes(ctx); err != nil {
+			return nil, err
+		}
+		fakeOpts.Disks = e.Real.Disks
+	}
+	if e.OpenStack, err = fakeopenstack.New(fakeOpts); err != nil {
 		return nil, fmt.Errorf("starting the fake OpenStack: %w", err)
 	}
 
@@ -129,6 +143,21 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	}
 	if o.Mode == ModeStandalone {
 		guestOpts.Name = "cluster"
+	}
+	if o.RealNodes != nil {
+		var mgmtCRDs []string
+		if o.Mode == ModeHyperShift {
+			if mgmtCRDs, err = localcluster.ManagementCRDs(); err != nil {
+				return nil, err
+			}
+			e.Namespace = "clusters-" + o.HostedCluster
+		} else {
+			e.Namespace = GuestNamespace
+		}
+		if err := e.startRealClusters(ctx, guestOpts, mgmtCRDs); err != nil {
+			return nil, err
+		}
+	} else if o.Mode == ModeStandalone {
 		if e.Guest, err = localcluster.Start(ctx, guestOpts); err != nil {
 			return nil, err
 		}
@@ -165,6 +194,11 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if err := e.seed(seedCtx); err != nil {
 		return nil, fmt.Errorf("seeding the clusters: %w", err)
 	}
+	if e.Real != nil {
+		if err := e.seedRealNodes(seedCtx); err != nil {
+			return nil, fmt.Errorf("seeding the real nodes' platform objects: %w", err)
+		}
+	}
 	return e, nil
 }
 
@@ -189,6 +223,11 @@ func StartForTest(t testing.TB, o Options) *Env {
 // Stop stops the clusters and the fake OpenStack; it is safe to call more than once.
 func (e *Env) Stop() {
 	var errs []error
+	if e.Real != nil {
+		// Nodes first: stopping one unmounts its volumes and deletes its Node object, which
+		// needs the API server; the loop devices are free only after the unmounts.
+		errs = append(errs, e.Real.stop())
+	}
 	if e.Guest != nil {
 		errs = append(errs, e.Guest.Stop())
 	}

@@ -55,7 +55,16 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 	}
 	p := &Processes{MetricsAddrs: map[string]string{}, HealthAddrs: map[string]string{}, exited: make(chan error, 1)}
 	environ := os.Environ()
-	for k, v := range LocalImages {
+	operandImages := LocalImages
+	mgmtKubeconfig, guestKubeconfig := e.Mgmt.KubeconfigPath(), e.Guest.KubeconfigPath()
+	if e.Real != nil {
+		// On real nodes the operator runs in the management node's network namespace, as its
+		// pod would, so that it reaches the fake OpenStack at the address clouds.yaml names,
+		// and the operands are the images imported into the nodes.
+		operandImages = e.Real.Images.Env()
+		mgmtKubeconfig, guestKubeconfig = e.Real.MgmtKubeconfig, e.Real.GuestKubeconfig
+	}
+	for k, v := range operandImages {
 		environ = append(environ, k+"="+v)
 	}
 	type run struct {
@@ -65,11 +74,11 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 	var runs []run
 	if e.Mode == ModeHyperShift {
 		runs = []run{
-			{"controlplane", []string{"controlplane", "--kubeconfig=" + e.Mgmt.KubeconfigPath(), "--guest-kubeconfig=" + e.Guest.KubeconfigPath()}},
-			{"guest", []string{"guest", "--kubeconfig=" + e.Mgmt.KubeconfigPath(), "--guest-kubeconfig=" + e.Guest.KubeconfigPath()}},
+			{"controlplane", []string{"controlplane", "--kubeconfig=" + mgmtKubeconfig, "--guest-kubeconfig=" + guestKubeconfig}},
+			{"guest", []string{"guest", "--kubeconfig=" + mgmtKubeconfig, "--guest-kubeconfig=" + guestKubeconfig}},
 		}
 	} else {
-		runs = []run{{"standalone", []string{"standalone", "--kubeconfig=" + e.Mgmt.KubeconfigPath()}}}
+		runs = []run{{"standalone", []string{"standalone", "--kubeconfig=" + mgmtKubeconfig}}}
 	}
 	for _, r := range runs {
 		metrics, err := freeAddr()
@@ -86,6 +95,11 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 			args = append(args, "--topology-recheck-interval="+o.TopologyRecheckInterval.String())
 		}
 		cmd := exec.Command(o.Binary, args...)
+		if e.Real != nil {
+			// nsenter enters only the network namespace and then execs the operator, so the
+			// process (and its parent-death signal) stays the one started here.
+			cmd = exec.Command("nsenter", append([]string{"--net=" + e.Real.MgmtNode.NetnsPath(), "--", o.Binary}, args...)...)
+		}
 		cmd.Env = environ
 		cmd.Stdout, cmd.Stderr = o.Output, o.Output
 		// The operator dies with its parent, so an interrupted run leaves nothing behind.

@@ -45,6 +45,9 @@ type Seed struct {
 	HighlyAvailable bool
 	// OpenStack is the fake OpenStack clouds.yaml and the CA point at.
 	OpenStack *fakeopenstack.Server
+	// OpenStackURL, when set, replaces the fake's own URL in clouds.yaml: the address where the
+	// operator and the CSI controller reach it (inside a real node's network namespace).
+	OpenStackURL string
 	// GuestKubeconfig is the guest admin kubeconfig stored in service-network-admin-kubeconfig
 	// (HyperShift), as the management cluster's pods reach the guest.
 	GuestKubeconfig []byte
@@ -56,7 +59,10 @@ func (e *Env) seed(ctx context.Context) error {
 		Mode: e.Mode, Mgmt: e.MgmtClient, Guest: e.GuestClient, Namespace: e.Namespace,
 		HostedCluster: e.options.HostedCluster, HighlyAvailable: e.options.HighlyAvailable, OpenStack: e.OpenStack,
 	}
-	if e.Mode == ModeHyperShift {
+	switch {
+	case e.Real != nil:
+		s.OpenStackURL, s.GuestKubeconfig = e.Real.OpenStackURL, e.Real.GuestKubeconfigInMgmt
+	case e.Mode == ModeHyperShift:
 		kc, err := os.ReadFile(e.Guest.KubeconfigPath())
 		if err != nil {
 			return err
@@ -68,7 +74,7 @@ func (e *Env) seed(ctx context.Context) error {
 
 // Create creates the seed objects; those that exist already are left as they are.
 func (s Seed) Create(ctx context.Context) error {
-	clouds, err := s.OpenStack.CloudsYAML(fakeopenstack.CloudOptions{CloudName: CloudName, Versionless: true})
+	clouds, err := s.OpenStack.CloudsYAML(fakeopenstack.CloudOptions{CloudName: CloudName, Versionless: true, BaseURL: s.OpenStackURL})
 	if err != nil {
 		return err
 	}
@@ -93,8 +99,9 @@ func (s Seed) Create(ctx context.Context) error {
 	}
 	if s.Mode == ModeStandalone {
 		// The installer's cloud-provider config (named by Infrastructure) carries the CA;
-		// Proxy cluster exists, empty, on every OpenShift cluster.
-		return createAll(ctx, s.Mgmt, []client.Object{
+		// Proxy cluster exists, empty, on every OpenShift cluster; cluster-storage-operator
+		// ships the sidecars' ClusterRoles.
+		return createAll(ctx, s.Mgmt, append(sidecarClusterRoles(),
 			creds,
 			&corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Namespace: names.OpenShiftConfigNamespace, Name: CloudProviderConfig},
@@ -104,7 +111,7 @@ func (s Seed) Create(ctx context.Context) error {
 				},
 			},
 			&configv1.Proxy{ObjectMeta: metav1.ObjectMeta{Name: names.ProxyName}},
-		})
+		))
 	}
 
 	if len(s.GuestKubeconfig) == 0 {

@@ -21,6 +21,8 @@ const (
 	infrastructureCRD     = "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_infrastructures-Default.crd.yaml"
 	proxyCRD              = "config/v1/zz_generated.crd-manifests/0000_03_config-operator_01_proxies.crd.yaml"
 	volumeSnapshotClassCR = "config/crd/snapshot.storage.k8s.io_volumesnapshotclasses.yaml"
+	volumeSnapshotCRD     = "config/crd/snapshot.storage.k8s.io_volumesnapshots.yaml"
+	volumeSnapshotContCRD = "config/crd/snapshot.storage.k8s.io_volumesnapshotcontents.yaml"
 	// hostedControlPlaneCRD is the OpenStack feature-gated variant: only it has
 	// spec.platform.openstack, which the operator reads.
 	hostedControlPlaneCRD = "hypershift/v1beta1/zz_generated.featuregated-crd-manifests/hostedcontrolplanes.hypershift.openshift.io/OpenStack.yaml"
@@ -46,6 +48,16 @@ func GuestCRDs() ([]string, error) {
 		{openshiftAPIModule, proxyCRD},
 		{snapshotClientModule, volumeSnapshotClassCR},
 		{"", serviceMonitorCRD},
+	})
+}
+
+// SnapshotCRDs returns the CRD files of VolumeSnapshot and VolumeSnapshotContent, which an
+// OpenShift cluster always serves (its snapshot controller needs them) and which a cluster that
+// takes real snapshots needs besides GuestCRDs.
+func SnapshotCRDs() ([]string, error) {
+	return crdPaths([][2]string{
+		{snapshotClientModule, volumeSnapshotCRD},
+		{snapshotClientModule, volumeSnapshotContCRD},
 	})
 }
 

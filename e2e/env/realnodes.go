@@ -1,0 +1,318 @@
+package env
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+// RealNodeOptions turn an environment's nodes into real ones: a kubelet and a private containerd
+// per node, in network namespaces of their own (package realnode), running the operator's pods
+// from images built here (package images) against the fake OpenStack, whose attachments are loop
+// devices. In HyperShift mode the management cluster gets one real control-plane node, where the
+// operator and the CSI controller run, and the guest one real worker, where the node plugin runs;
+// in standalone mode the one cluster gets one real master that is also a worker, as a
+// single-node OpenShift. The clusters get no kwok nodes: a pod that landed on one would only
+// pretend to run.
+type RealNodeOptions struct {
+	// BinDir holds the kubelet and the operand binaries (`make operand-images`); the image
+	// tars are packed there too, when missing.
+	BinDir string
+}
+
+// Cluster numbers in the real-node address plan (realnode.ClusterIP).
+const (
+	mgmtClusterNumber  = 1
+	guestClusterNumber = 2
+)
+
+// RealNodes is the real part of an environment started with RealNodeOptions.
+type RealNodes struct {
+	// Images are the operand and test images, imported into every node.
+	Images images.Set
+	// MgmtNode runs the operator and the CSI controller; GuestNode runs the node plugin and
+	// the test pods. They are the same node in standalone mode.
+	MgmtNode, GuestNode *realnode.Node
+	// GuestServerID is the Nova server of the guest node: its metadata uuid, the driver's node
+	// ID.
+	GuestServerID string
+	// Disks back the fake's volumes with loop devices.
+	Disks *fakeopenstack.LoopDisks
+	// OpenStackURL is where the fake OpenStack is reached inside the management node's
+	// network namespace, the base of the auth_url in clouds.yaml.
+	OpenStackURL string
+	// MgmtKubeconfig and GuestKubeconfig are kubeconfig files that work inside the
+	// management node's network namespace, where the operator runs.
+	MgmtKubeconfig, GuestKubeconfig string
+	// GuestKubeconfigInMgmt is the guest kubeconfig of the management node's pods
+	// (service-network-admin-kubeconfig).
+	GuestKubeconfigInMgmt []byte
+
+	run       *realnode.Run
+	listeners []net.Listener
+}
+
+// Zone is the zone of the environment's real nodes and of the fake's default compute and
+// volume zones.
+func (e *Env) Zone() string { return e.options.Zones[0] }
+
+// prepareRealNodes checks the host, packs the images, takes the host's real-node lock and
+// creates the loop-device backend of the fake OpenStack, which is created next.
+func (e *Env) prepareRealNodes(ctx context.Context) error {
+	r := &RealNodes{}
+	e.Real = r
+	var err error
+	if err := realnode.Check(); err != nil {
+		return err
+	}
+	if r.Images, err = images.BuildAll(ctx, e.options.RealNodes.BinDir); err != nil {
+		return fmt.Errorf("operand images: %w", err)
+	}
+	if r.run, err = realnode.NewRun(ctx, realnode.RunOptions{Logf: e.options.Logf}); err != nil {
+		return err
+	}
+	r.Disks, err = newLoopDisks(r.run.Dir())
+	return err
+}
+
+// startRealClusters starts the clusters prepared for real nodes, then the nodes, and wires the
+// fake OpenStack into their network namespaces.
+func (e *Env) startRealClusters(ctx context.Context, guestOpts localcluster.Options, mgmtCRDs []string) error {
+	o := e.options
+	r := e.Real
+	snapshotCRDs, err := localcluster.SnapshotCRDs()
+	if err != nil {
+		return err
+	}
+	guestOpts.CRDs = append(guestOpts.CRDs, snapshotCRDs...)
+	guestOpts.Masters, guestOpts.Workers = 0, 0
+
+	pause := r.Images[images.Pause]
+	zone := e.Zone()
+	nodeLabels := map[string]string{corev1.LabelTopologyZone: zone}
+	if o.Mode == ModeStandalone {
+		guestOpts.RealNodes = r.run.ClusterOptions(mgmtClusterNumber)
+		if e.Guest, err = localcluster.Start(ctx, guestOpts); err != nil {
+			return err
+		}
+		e.Mgmt = e.Guest
+		labels := mergeLabels(nodeLabels, map[string]string{
+			"node-role.kubernetes.io/master": "", "node-role.kubernetes.io/control-plane": "", "node-role.kubernetes.io/worker": "",
+		})
+		if r.GuestNode, err = r.run.StartNode(ctx, realnode.NodeOptions{
+			Cluster: e.Guest, ClusterNumber: mgmtClusterNumber, Name: "master-0",
+			Kubelet: images.KubeletPath(o.RealNodes.BinDir, images.DefaultVersions()), RootDir: realnode.DefaultRootDir,
+			SandboxImage: pause.Ref, Images: r.Images.Tars(), Labels: labels,
+			ExtraIPs: []net.IP{realnode.FakeOpenStackIP(mgmtClusterNumber)},
+		}); err != nil {
+			return err
+		}
+		r.MgmtNode = r.GuestNode
+	} else {
+		mgmtOpts := localcluster.Options{
+			Name: "management", WorkDir: e.Dir, CRDs: mgmtCRDs, Audit: o.Audit, Logf: o.Logf,
+			RealNodes: r.run.ClusterOptions(mgmtClusterNumber),
+		}
+		guestOpts.RealNodes = r.run.ClusterOptions(guestClusterNumber)
+		if e.Mgmt, e.Guest, err = localcluster.StartPair(ctx, mgmtOpts, guestOpts); err != nil {
+			return err
+		}
+		kubelet := images.KubeletPath(o.RealNodes.BinDir, images.DefaultVersions())
+		if r.MgmtNode, err = r.run.StartNode(ctx, realnode.NodeOptions{
+			Cluster: e.Mgmt, ClusterNumber: mgmtClusterNumber, Name: "management-0", Kubelet: kubelet,
+			SandboxImage: pause.Ref, Images: r.Images.Tars(),
+			Labels:   mergeLabels(nodeLabels, map[string]string{names.ControlPlaneNodeLabel: "true"}),
+			ExtraIPs: []net.IP{realnode.FakeOpenStackIP(mgmtClusterNumber)},
+		}); err != nil {
+			return err
+		}
+		if r.GuestNode, err = r.run.StartNode(ctx, realnode.NodeOptions{
+			Cluster: e.Guest, ClusterNumber: guestClusterNumber, Name: "worker-0", Kubelet: kubelet,
+			RootDir: realnode.DefaultRootDir, SandboxImage: pause.Ref, Images: r.Images.Tars(),
+			Labels: mergeLabels(nodeLabels, map[string]string{"node-role.kubernetes.io/worker": ""}),
+		}); err != nil {
+			return err
+		}
+	}
+	return e.wireRealNodes(ctx)
+}
+
+// wireRealNodes serves the fake OpenStack where the operator and the CSI controller run, the
+// metadata service on the guest node, and writes the kubeconfigs that work inside the
+// management node's network namespace.
+func (e *Env) wireRealNodes(_ context.Context) error {
+	r := e.Real
+	fakeIP := realnode.FakeOpenStackIP(mgmtClusterNumber)
+	r.OpenStackURL = "https://" + fakeIP.String()
+	if err := e.OpenStack.AddHosts(fakeIP.String()); err != nil {
+		return err
+	}
+	api, err := r.MgmtNode.Listen("tcp", net.JoinHostPort(fakeIP.String(), "443"))
+	if err != nil {
+		return fmt.Errorf("fake OpenStack listener in node %s: %w", r.MgmtNode.Name(), err)
+	}
+	r.listeners = append(r.listeners, api)
+	go func() { _ = e.OpenStack.Serve(api) }()
+
+	r.GuestServerID = serverID(r.GuestNode.Name())
+	if err := e.OpenStack.AddServer(fakeopenstack.ServerInfo{ID: r.GuestServerID, Name: r.GuestNode.Name(), Zone: e.Zone()}); err != nil {
+		return err
+	}
+	md, err := r.GuestNode.Listen("tcp", "169.254.169.254:80")
+	if err != nil {
+		return fmt.Errorf("metadata listener in node %s: %w", r.GuestNode.Name(), err)
+	}
+	r.listeners = append(r.listeners, md)
+	go func() { _ = e.OpenStack.ServeMetadata(md, r.GuestServerID) }()
+
+	write := func(name string, data []byte) (string, error) {
+		p := e.Path(name)
+		return p, os.WriteFile(p, data, 0o600)
+	}
+	mgmtKC, err := realnode.Kubeconfig(e.Mgmt, realnode.APIServerURL(r.MgmtNode.IP()))
+	if err != nil {
+		return err
+	}
+	if r.MgmtKubeconfig, err = write("operator-management.kubeconfig", mgmtKC); err != nil {
+		return err
+	}
+	if e.Mode == ModeStandalone {
+		r.GuestKubeconfig = r.MgmtKubeconfig
+		return nil
+	}
+	url, err := r.MgmtNode.ExposeAPIServer(e.Guest, guestClusterNumber)
+	if err != nil {
+		return err
+	}
+	if r.GuestKubeconfigInMgmt, err = realnode.Kubeconfig(e.Guest, url); err != nil {
+		return err
+	}
+	r.GuestKubeconfig, err = write("operator-guest.kubeconfig", r.GuestKubeconfigInMgmt)
+	return err
+}
+
+// seedRealNodes creates what the platform runs beside the operator on a real cluster: the
+// metrics serving certificate that OpenShift's service-ca would issue for the controller's
+// metrics Service (kube-rbac-proxy will not start without it) and the snapshot controller.
+func (e *Env) seedRealNodes(ctx context.Context) error {
+	r := e.Real
+	cert, key, err := servingCert(names.ControllerMetricsService + "." + e.Namespace + ".svc")
+	if err != nil {
+		return err
+	}
+	if err := createAll(ctx, e.MgmtClient, []client.Object{&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: names.ControllerMetricsSecret},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key},
+	}}); err != nil {
+		return err
+	}
+	objs := snapshotControllerObjects(r.Images[images.SnapshotController].Ref)
+	return createAll(ctx, e.GuestClient, objs)
+}
+
+// stopReal stops the nodes (which unmounts every volume), then frees the loop devices.
+func (r *RealNodes) stop() error {
+	var errs []error
+	for _, l := range r.listeners {
+		_ = l.Close()
+	}
+	if r.run != nil {
+		errs = append(errs, r.run.Close())
+	}
+	if r.Disks != nil {
+		errs = append(errs, r.Disks.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// loopDisksParent holds one directory of loop-device backing files per environment. It is
+// outside the realnode run directory so that the next environment can sweep what a killed one
+// left (the by-id links in /dev) before the run directories are reused.
+const loopDisksParent = "/run/cinder-csi-loopdisks"
+
+func newLoopDisks(runDir string) (*fakeopenstack.LoopDisks, error) {
+	if err := fakeopenstack.LoopDisksAvailable(); err != nil {
+		return nil, err
+	}
+	if entries, err := os.ReadDir(loopDisksParent); err == nil {
+		for _, ent := range entries {
+			dir := filepath.Join(loopDisksParent, ent.Name())
+			if _, err := fakeopenstack.SweepLoopDisks(dir, logr.Discard()); err == nil {
+				_ = os.Remove(dir)
+			}
+		}
+	}
+	return fakeopenstack.NewLoopDisks(fakeopenstack.LoopOptions{Dir: filepath.Join(loopDisksParent, filepath.Base(runDir))})
+}
+
+// serverID derives a Nova server UUID from a node name, so that a node keeps its identity
+// across restarts of the same environment, as an instance does.
+func serverID(node string) string {
+	h := fmt.Sprintf("%x", sha256.Sum256([]byte(node)))
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+func mergeLabels(maps ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range maps {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// servingCert returns a self-signed serving certificate and key for host, as service-ca issues
+// them for a Service's serving-cert Secret.
+func servingCert(host string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: host},
+		DNSNames:     []string{host},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+// Dir is the real-node run's directory: the nodes' state, configuration and logs.
+func (r *RealNodes) Dir() string { return r.run.Dir() }

@@ -1,0 +1,78 @@
+//go:build e2e
+
+package storage
+
+import (
+	"context"
+	"testing"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+// snapshot takes a VolumeSnapshot of a claim with the operator's VolumeSnapshotClass, waits
+// until it is ready to use and checks that Cinder has the snapshot.
+func (w *world) snapshot(t *testing.T, ns, name, claimName string) string {
+	t.Helper()
+	ctx := context.Background()
+	g := NewWithT(t)
+	snap := &snapshotv1.VolumeSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: snapshotv1.VolumeSnapshotSpec{
+			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To(claimName)},
+			VolumeSnapshotClassName: ptr.To(names.VolumeSnapshotCls),
+		},
+	}
+	g.Expect(w.Guest.Create(ctx, snap)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &snapshotv1.VolumeSnapshot{}
+		g.Expect(w.Guest.Get(ctx, client.ObjectKeyFromObject(snap), got)).To(Succeed())
+		g.Expect(got.Status).NotTo(BeNil(), "snapshot has no status yet")
+		if got.Status.Error != nil && got.Status.Error.Message != nil {
+			g.Expect(*got.Status.Error.Message).To(BeEmpty())
+		}
+		g.Expect(got.Status.ReadyToUse).To(HaveValue(BeTrue()))
+		g.Expect(got.Status.BoundVolumeSnapshotContentName).NotTo(BeNil())
+		content := &snapshotv1.VolumeSnapshotContent{}
+		g.Expect(w.Guest.Get(ctx, client.ObjectKey{Name: *got.Status.BoundVolumeSnapshotContentName}, content)).To(Succeed())
+		g.Expect(content.Status).NotTo(BeNil())
+		g.Expect(content.Status.SnapshotHandle).NotTo(BeNil())
+		var ids []string
+		for _, s := range w.OpenStack.Snapshots() {
+			ids = append(ids, s.ID)
+		}
+		g.Expect(ids).To(ContainElement(*content.Status.SnapshotHandle), "Cinder has the snapshot")
+	}).WithTimeout(bindTimeout).WithPolling(poll).Should(Succeed())
+	return name
+}
+
+// rotateCredentials replaces the password login in the credentials Secret with an application
+// credential, as a platform team rotating to a new credential would: the new clouds.yaml
+// differs in content and in kind, and the fake OpenStack accepts both.
+func (w *world) rotateCredentials(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	g := NewWithT(t)
+	clouds, err := w.OpenStack.CloudsYAML(fakeopenstack.CloudOptions{
+		CloudName: env.CloudName, Versionless: true, AppCredential: &rotatedCredential, BaseURL: w.OpenStackURL,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: names.CredentialsSecret}}
+	g.Expect(env.Edit(ctx, w.Mgmt, s, "someone", func(s *corev1.Secret) {
+		s.Data[names.KeyCloudsYAML] = clouds
+	})).To(Succeed())
+}
+
+// rotatedCredential is the application credential the rotation switches to; the world's fake
+// OpenStack knows it from the start.
+var rotatedCredential = fakeopenstack.AppCredential{
+	ID: "rotated-app-credential", Name: "rotated", UserName: fakeopenstack.DefaultUserName, Secret: "rotated-secret",
+}

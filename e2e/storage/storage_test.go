@@ -1,0 +1,395 @@
+//go:build e2e
+
+// Package storage proves on real nodes that the driver the operator installs gives pods
+// volumes: a real kubelet and containerd run the operator's controller Deployment and node
+// DaemonSet from locally built images of the real cinder-csi-plugin and kubernetes-csi sidecars,
+// against the fake OpenStack, whose attachments are loop devices. Each scenario runs in
+// HyperShift mode (controller on a real management node, node plugin on a real guest node) and in
+// standalone mode (both on one real node).
+package storage
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	operatorv1 "github.com/openshift/api/operator/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+func TestStorageHyperShift(t *testing.T) { scenarios(t, startWorld(t, env.ModeHyperShift)) }
+
+func TestStorageStandalone(t *testing.T) { scenarios(t, startWorld(t, env.ModeStandalone)) }
+
+// scenarios run in order on one world: each leaves no volume behind, so the next one starts
+// from the same state.
+func scenarios(t *testing.T, w *world) {
+	t.Run("When the operator has installed the driver on real nodes, it should be Available", func(t *testing.T) {
+		w.waitAvailable(t)
+	})
+	t.Run("When a pod uses a claim on standard-csi, the volume should be provisioned, attached, mounted and keep its data", func(t *testing.T) {
+		provisionAttachMount(t, w)
+	})
+	t.Run("When a bound volume in use grows, the file system should grow online", func(t *testing.T) {
+		expandInUse(t, w)
+	})
+	t.Run("When a volume is snapshotted, a claim restored from the snapshot should have its data", func(t *testing.T) {
+		snapshotRestore(t, w)
+	})
+	t.Run("When a claim is deleted, the volume should be detached and deleted with nothing left", func(t *testing.T) {
+		deleteClaim(t, w)
+	})
+	t.Run("When topology is on, the volume should carry the zone; when the operator turns it off, new volumes should not", func(t *testing.T) {
+		topology(t, w)
+	})
+	t.Run("When the credentials rotate with a volume in use, only the controller should roll and the volume should stay usable", func(t *testing.T) {
+		rotateInUse(t, w)
+	})
+	t.Run("When managementState is Removed with a volume in use, the mount should stay usable until the pod ends", func(t *testing.T) {
+		removedInUse(t, w)
+	})
+}
+
+func provisionAttachMount(t *testing.T, w *world) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := w.namespace(t, "provision")
+	g.Expect(w.Guest.Create(ctx, claim(ns, "data", "", "1Gi"))).To(Succeed())
+	token := fmt.Sprintf("written-%d", time.Now().UnixNano())
+	msg := w.runToEnd(t, w.pod(ns, "writer", "data",
+		"set -e; echo "+token+" > /data/file; sync; cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))
+	g.Expect(msg).To(Equal(token))
+
+	pv := w.waitBound(t, ns, "data")
+	g.Expect(pv.Spec.CSI).NotTo(BeNil())
+	g.Expect(pv.Spec.CSI.Driver).To(Equal(names.DriverName))
+	vol, ok := w.OpenStack.Volume(pv.Spec.CSI.VolumeHandle)
+	g.Expect(ok).To(BeTrue(), "Cinder has no volume %s", pv.Spec.CSI.VolumeHandle)
+	g.Expect(vol.Name).To(Equal(pv.Name))
+	g.Expect(vol.Metadata).To(HaveKeyWithValue(clusterTag, w.InfraID), "the volume is tagged for --cluster")
+	g.Expect(vol.SizeGiB).To(Equal(1))
+
+	// The writer has ended, so the attachment may already be gone; the reader attaches again
+	// and must find the data the writer left on the device.
+	w.deletePod(t, ns, "writer")
+	reader := w.pod(ns, "reader", "data", "cat /data/file > /dev/termination-log; sleep 3600", corev1.RestartPolicyNever)
+	w.startRunning(t, reader)
+	g.Eventually(func(g Gomega) {
+		va := w.attachment(g, pv.Name)
+		g.Expect(va).NotTo(BeNil())
+		g.Expect(va.Status.Attached).To(BeTrue())
+		vol, _ := w.OpenStack.Volume(pv.Spec.CSI.VolumeHandle)
+		g.Expect(vol.Status).To(Equal("in-use"))
+		g.Expect(vol.Attachments).To(HaveLen(1))
+		g.Expect(vol.Attachments[0].ServerID).To(Equal(w.GuestServerID), "attached to the guest node's server")
+	}).WithTimeout(bindTimeout).WithPolling(poll).Should(Succeed())
+	w.deletePod(t, ns, "reader")
+	again := w.runToEnd(t, w.pod(ns, "again", "data", "cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))
+	g.Expect(again).To(Equal(token), "the data survives a new pod")
+}
+
+func expandInUse(t *testing.T, w *world) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := w.namespace(t, "expand")
+	// ext4 cannot grow online here (the VM withholds CAP_SYS_RESOURCE, which resize2fs needs
+	// for the reserved blocks), so the claim uses xfs, through a class of the same driver.
+	xfs := w.xfsClass(t)
+	g.Expect(w.Guest.Create(ctx, claim(ns, "data", xfs, "1Gi"))).To(Succeed())
+	// The pod reports once the mounted file system is larger than 1.5 GiB: the node plugin
+	// has grown it while the pod was running.
+	script := `while :; do set -- $(stat -f -c '%b %S' /data); size=$(($1 * $2));
+if [ "$size" -gt 1610612736 ]; then echo "$size" > /dev/termination-log; exit 0; fi; sleep 1; done`
+	p := w.pod(ns, "user", "data", script, corev1.RestartPolicyNever)
+	w.startRunning(t, p)
+	pv := w.waitBound(t, ns, "data")
+
+	g.Expect(env.Edit(ctx, w.Guest, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"}}, "someone",
+		func(pvc *corev1.PersistentVolumeClaim) {
+			pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
+		})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &corev1.Pod{}
+		g.Expect(w.Guest.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		g.Expect(got.Status.Phase).To(Equal(corev1.PodSucceeded), "pod: %s", podSummary(got))
+		pvc := &corev1.PersistentVolumeClaim{}
+		g.Expect(w.Guest.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, pvc)).To(Succeed())
+		g.Expect(pvc.Status.Capacity.Storage().Cmp(resource.MustParse("2Gi"))).To(Equal(0))
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	vol, ok := w.OpenStack.Volume(pv.Spec.CSI.VolumeHandle)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(vol.SizeGiB).To(Equal(2))
+}
+
+func snapshotRestore(t *testing.T, w *world) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := w.namespace(t, "snapshot")
+	g.Expect(w.Guest.Create(ctx, claim(ns, "source", "", "1Gi"))).To(Succeed())
+	token := fmt.Sprintf("snapshotted-%d", time.Now().UnixNano())
+	g.Expect(w.runToEnd(t, w.pod(ns, "writer", "source", "set -e; echo "+token+" > /data/file; sync; cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))).To(Equal(token))
+	w.deletePod(t, ns, "writer")
+	// standard-csi's VolumeSnapshotClass has force-create "false", as csi-operator's: Cinder
+	// then refuses to snapshot an attached volume, so a consistent snapshot waits for the
+	// detach that follows the pod's end.
+	pv := w.waitBound(t, ns, "source")
+	g.Eventually(func(g Gomega) {
+		vol, ok := w.OpenStack.Volume(pv.Spec.CSI.VolumeHandle)
+		g.Expect(ok).To(BeTrue())
+		g.Expect(vol.Status).To(Equal("available"))
+	}).WithTimeout(goneTimeout).WithPolling(poll).Should(Succeed())
+
+	snap := w.snapshot(t, ns, "snap", "source")
+	restored := claim(ns, "restored", "", "1Gi")
+	restored.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: snap}
+	g.Expect(w.Guest.Create(ctx, restored)).To(Succeed())
+	g.Expect(w.runToEnd(t, w.pod(ns, "reader", "restored", "cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))).To(Equal(token))
+}
+
+func deleteClaim(t *testing.T, w *world) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := w.namespace(t, "delete")
+	g.Expect(w.Guest.Create(ctx, claim(ns, "data", "", "1Gi"))).To(Succeed())
+	p := w.pod(ns, "user", "data", "sleep 3600", corev1.RestartPolicyNever)
+	w.startRunning(t, p)
+	pv := w.waitBound(t, ns, "data")
+	id := pv.Spec.CSI.VolumeHandle
+	g.Expect(w.Disks.Device(id)).To(HavePrefix("/dev/loop"), "a loop device backs the attached volume")
+
+	w.deletePod(t, ns, "user")
+	g.Expect(w.Guest.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		_, exists := w.OpenStack.Volume(id)
+		g.Expect(exists).To(BeFalse(), "the Cinder volume is deleted")
+		g.Expect(w.Guest.Get(ctx, client.ObjectKey{Name: pv.Name}, &corev1.PersistentVolume{})).NotTo(Succeed(), "the PV is deleted")
+		g.Expect(w.attachment(g, pv.Name)).To(BeNil(), "the VolumeAttachment is deleted")
+		g.Expect(w.Disks.Device(id)).To(BeEmpty(), "the loop device is released")
+	}).WithTimeout(goneTimeout).WithPolling(poll).Should(Succeed())
+}
+
+func topology(t *testing.T, w *world) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := w.namespace(t, "topology")
+	g.Expect(w.driverTopology(g)).To(Equal("true"), "the fake's compute and volume zones match")
+
+	g.Expect(w.Guest.Create(ctx, claim(ns, "zoned", "", "1Gi"))).To(Succeed())
+	p := w.pod(ns, "zoned", "zoned", "true", corev1.RestartPolicyNever)
+	w.runToEnd(t, p)
+	pv := w.waitBound(t, ns, "zoned")
+	g.Expect(pvZones(pv)).To(ConsistOf(w.Zone), "the PV is pinned to the volume's zone")
+	node := &corev1.Node{}
+	g.Expect(w.Guest.Get(ctx, client.ObjectKey{Name: w.GuestNode}, node)).To(Succeed())
+	g.Expect(node.Labels).To(HaveKeyWithValue(zoneKey, w.Zone), "the pod's node is in that zone")
+
+	// A compute zone that Cinder does not have: the operator turns topology off on both sides.
+	w.OpenStack.SetComputeZones(fakeopenstack.Zone{Name: w.Zone, Available: true}, fakeopenstack.Zone{Name: "compute-only", Available: true})
+	g.Eventually(func(g Gomega) {
+		g.Expect(w.driverTopology(g)).To(Equal("false"))
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	w.waitAvailable(t)
+	g.Expect(w.Guest.Create(ctx, claim(ns, "unzoned", "", "1Gi"))).To(Succeed())
+	w.runToEnd(t, w.pod(ns, "unzoned", "unzoned", "true", corev1.RestartPolicyNever))
+	g.Expect(pvZones(w.waitBound(t, ns, "unzoned"))).To(BeEmpty(), "with topology off the PV has no zone")
+
+	w.OpenStack.SetComputeZones(fakeopenstack.Zone{Name: w.Zone, Available: true})
+	g.Eventually(func(g Gomega) {
+		g.Expect(w.driverTopology(g)).To(Equal("true"))
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	w.waitAvailable(t)
+}
+
+func rotateInUse(t *testing.T, w *world) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := w.namespace(t, "rotate")
+	g.Expect(w.Guest.Create(ctx, claim(ns, "data", "", "1Gi"))).To(Succeed())
+	// The pod writes a counter to its volume every second and fails if a write fails.
+	p := w.pod(ns, "user", "data", "i=0; while :; do i=$((i+1)); echo $i > /data/counter || exit 1; sync; sleep 1; done", corev1.RestartPolicyNever)
+	w.startRunning(t, p)
+	nodeBefore := w.daemonSet(g)
+	rsBefore := w.controllerReplicaSets(g)
+
+	w.rotateCredentials(t)
+	g.Eventually(func(g Gomega) {
+		g.Expect(len(w.controllerReplicaSets(g))).To(BeNumerically(">", len(rsBefore)), "the controller rolls")
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	w.waitAvailable(t)
+	g.Expect(w.daemonSet(g).Generation).To(Equal(nodeBefore.Generation), "the node plugin does not roll")
+
+	g.Expect(w.Guest.Create(ctx, claim(ns, "after", "", "1Gi"))).To(Succeed())
+	w.runToEnd(t, w.pod(ns, "after", "after", "true", corev1.RestartPolicyNever))
+	w.waitBound(t, ns, "after")
+
+	got := &corev1.Pod{}
+	g.Expect(w.Guest.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+	g.Expect(got.Status.Phase).To(Equal(corev1.PodRunning), "the pod using the volume: %s", podSummary(got))
+	g.Expect(got.Status.ContainerStatuses[0].RestartCount).To(BeZero())
+}
+
+func removedInUse(t *testing.T, w *world) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := w.namespace(t, "removed")
+	g.Expect(w.Guest.Create(ctx, claim(ns, "data", "", "1Gi"))).To(Succeed())
+	p := w.pod(ns, "user", "data", "i=0; while :; do i=$((i+1)); echo $i > /data/counter || exit 1; sync; sleep 1; done", corev1.RestartPolicyNever)
+	w.startRunning(t, p)
+	pv := w.waitBound(t, ns, "data")
+
+	w.setManagementState(t, operatorv1.Removed)
+	g.Eventually(func(g Gomega) {
+		g.Expect(w.Guest.Get(ctx, client.ObjectKey{Name: names.NodeDaemonSet, Namespace: names.GuestNamespace}, &appsv1.DaemonSet{})).NotTo(Succeed())
+		g.Expect(w.Mgmt.Get(ctx, client.ObjectKey{Name: names.ControllerDeployment, Namespace: w.Namespace}, &appsv1.Deployment{})).NotTo(Succeed())
+		g.Expect(w.Guest.Get(ctx, client.ObjectKey{Name: names.DriverName}, &storagev1.CSIDriver{})).NotTo(Succeed())
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+
+	// The operator removes the driver, not the user's data: the volume stays attached and
+	// mounted, the PV and the Cinder volume stay, and the pod keeps writing.
+	g.Consistently(func(g Gomega) {
+		got := &corev1.Pod{}
+		g.Expect(w.Guest.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		g.Expect(got.Status.Phase).To(Equal(corev1.PodRunning), "pod: %s", podSummary(got))
+		g.Expect(got.Status.ContainerStatuses[0].RestartCount).To(BeZero())
+	}).WithTimeout(15 * time.Second).WithPolling(poll).Should(Succeed())
+	vol, ok := w.OpenStack.Volume(pv.Spec.CSI.VolumeHandle)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(vol.Status).To(Equal("in-use"))
+	g.Expect(w.Guest.Get(ctx, client.ObjectKey{Name: pv.Name}, &corev1.PersistentVolume{})).To(Succeed())
+
+	// Managed again brings the driver back, and the pod can then end and its volume be
+	// unmounted, detached and deleted as usual.
+	w.setManagementState(t, operatorv1.Managed)
+	w.waitAvailable(t)
+	w.deletePod(t, ns, "user")
+}
+
+// clusterTag is the Cinder volume property the driver sets from --cluster, so that a cluster's
+// volumes can be found and cleaned up after it is gone.
+const clusterTag = "cinder.csi.openstack.org/cluster"
+
+// zoneKey is the topology key of the driver's node labels and PV node affinity.
+const zoneKey = "topology.cinder.csi.openstack.org/zone"
+
+// pvZones lists the zones a PV's node affinity allows.
+func pvZones(pv *corev1.PersistentVolume) []string {
+	var zones []string
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return nil
+	}
+	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
+		for _, e := range term.MatchExpressions {
+			if e.Key == zoneKey {
+				zones = append(zones, e.Values...)
+			}
+		}
+	}
+	return zones
+}
+
+// waitAvailable waits for both managers to report the driver Available and not Progressing.
+func (w *world) waitAvailable(t *testing.T) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		d := &operatorv1.ClusterCSIDriver{}
+		g.Expect(w.Guest.Get(context.Background(), client.ObjectKey{Name: names.ClusterCSIDriverName}, d)).To(Succeed())
+		for _, c := range []string{names.ConditionControllerAvailable, names.ConditionNodeAvailable} {
+			g.Expect(conditions.IsTrue(d.Status.Conditions, c)).To(BeTrue(), "%s", c)
+		}
+		for _, c := range []string{names.ConditionControllerProgressing, names.ConditionNodeProgressing} {
+			g.Expect(conditions.IsTrue(d.Status.Conditions, c)).To(BeFalse(), "%s", c)
+		}
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+}
+
+// driverTopology returns the --with-topology value of the running driver containers, failing
+// unless the controller's and the node plugin's agree and every pod runs the current template.
+func (w *world) driverTopology(g Gomega) string {
+	ctx := context.Background()
+	values := map[string]bool{}
+	collect := func(c client.Client, ns, app string) {
+		pods := &corev1.PodList{}
+		g.Expect(c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": app})).To(Succeed())
+		g.Expect(pods.Items).NotTo(BeEmpty(), "no %s pod", app)
+		for _, p := range pods.Items {
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "%s: %s", p.Name, podSummary(&p))
+			g.Expect(p.DeletionTimestamp).To(BeNil(), "%s is terminating", p.Name)
+			for _, ctr := range p.Spec.Containers {
+				if ctr.Name != driverContainer {
+					continue
+				}
+				for _, a := range ctr.Args {
+					if v, ok := strings.CutPrefix(a, "--with-topology="); ok {
+						values[v] = true
+					}
+				}
+			}
+		}
+	}
+	collect(w.Mgmt, w.Namespace, names.ControllerDeployment)
+	collect(w.Guest, names.GuestNamespace, names.NodeDaemonSet)
+	g.Expect(values).To(HaveLen(1), "controller and node plugin run the same --with-topology")
+	for v := range values {
+		return v
+	}
+	return ""
+}
+
+// driverContainer is the cinder-csi-plugin container's name in both workloads.
+const driverContainer = "csi-driver"
+
+func (w *world) daemonSet(g Gomega) *appsv1.DaemonSet {
+	ds := &appsv1.DaemonSet{}
+	g.Expect(w.Guest.Get(context.Background(), client.ObjectKey{Namespace: names.GuestNamespace, Name: names.NodeDaemonSet}, ds)).To(Succeed())
+	return ds
+}
+
+func (w *world) controllerReplicaSets(g Gomega) []appsv1.ReplicaSet {
+	list := &appsv1.ReplicaSetList{}
+	g.Expect(w.Mgmt.List(context.Background(), list, client.InNamespace(w.Namespace), client.MatchingLabels{"app": names.ControllerDeployment})).To(Succeed())
+	return list.Items
+}
+
+// setManagementState sets the ClusterCSIDriver's managementState as a user would.
+func (w *world) setManagementState(t *testing.T, state operatorv1.ManagementState) {
+	t.Helper()
+	d := &operatorv1.ClusterCSIDriver{ObjectMeta: metav1.ObjectMeta{Name: names.ClusterCSIDriverName}}
+	NewWithT(t).Expect(env.Edit(context.Background(), w.Guest, d, "someone", func(d *operatorv1.ClusterCSIDriver) {
+		d.Spec.ManagementState = state
+	})).To(Succeed())
+}
+
+// xfsClass creates (once) a StorageClass like standard-csi that formats volumes with xfs.
+func (w *world) xfsClass(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	g := NewWithT(t)
+	std := &storagev1.StorageClass{}
+	g.Expect(w.Guest.Get(ctx, client.ObjectKey{Name: names.StorageClass}, std)).To(Succeed())
+	sc := &storagev1.StorageClass{
+		ObjectMeta:           metav1.ObjectMeta{Name: "e2e-xfs"},
+		Provisioner:          std.Provisioner,
+		Parameters:           map[string]string{"csi.storage.k8s.io/fstype": "xfs"},
+		ReclaimPolicy:        std.ReclaimPolicy,
+		VolumeBindingMode:    std.VolumeBindingMode,
+		AllowVolumeExpansion: ptr.To(true),
+	}
+	if err := w.Guest.Create(ctx, sc); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatalf("creating StorageClass %s: %v", sc.Name, err)
+	}
+	return sc.Name
+}

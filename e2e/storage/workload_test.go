@@ -1,0 +1,211 @@
+//go:build e2e
+
+package storage
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Timeouts of the storage steps. Provisioning and attaching go through the real sidecars, the
+// driver and the fake OpenStack; a pod start includes formatting the volume on a loop device.
+const (
+	bindTimeout = 3 * time.Minute
+	podTimeout  = 4 * time.Minute
+	goneTimeout = 4 * time.Minute
+	poll        = time.Second
+)
+
+// namespace creates a namespace for one scenario in the guest and deletes it, and everything in
+// it, when the test ends; the test then waits for the volumes to be gone from OpenStack so that
+// the next scenario starts clean.
+func (w *world) namespace(t *testing.T, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	NewWithT(t).Expect(w.Guest.Create(ctx, ns)).To(Succeed())
+	t.Cleanup(func() {
+		g := NewWithT(t)
+		pods := &corev1.PodList{}
+		if err := w.Guest.List(ctx, pods, client.InNamespace(name)); err == nil {
+			for i := range pods.Items {
+				_ = w.Guest.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0))
+			}
+		}
+		_ = w.Guest.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(name))
+		_ = w.Guest.Delete(ctx, ns)
+		g.Eventually(func() error {
+			return w.Guest.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{})
+		}).WithTimeout(goneTimeout).WithPolling(poll).Should(Satisfy(apierrors.IsNotFound),
+			"namespace %s is not gone", name)
+	})
+	return name
+}
+
+// claim is a PersistentVolumeClaim of size on class; an empty class means the cluster's default
+// StorageClass, which is the operator's standard-csi.
+func claim(ns, name, class, size string) *corev1.PersistentVolumeClaim {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
+			},
+		},
+	}
+	if class != "" {
+		pvc.Spec.StorageClassName = ptr.To(class)
+	}
+	return pvc
+}
+
+// pod runs script with sh in the toolbox image, with the claim mounted at /data, on the guest's
+// real node. A pod that ends writes what the test should see to /dev/termination-log: the API
+// server then carries it in the container status, so no log or exec call is needed.
+func (w *world) pod(ns, name, claimName, script string, restart corev1.RestartPolicy) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 restart,
+			NodeSelector:                  map[string]string{corev1.LabelHostname: w.GuestNode},
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{
+				Name:            "work",
+				Image:           w.Toolbox,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{"/bin/sh", "-c", script},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{
+				Name: "data",
+				VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+					ClaimName: claimName,
+				}},
+			}},
+		},
+	}
+}
+
+// runToEnd creates a pod that ends by itself and returns its termination message once it has
+// succeeded; a failed pod fails the test with that message.
+func (w *world) runToEnd(t *testing.T, p *corev1.Pod) string {
+	t.Helper()
+	ctx := context.Background()
+	g := NewWithT(t)
+	g.Expect(w.Guest.Create(ctx, p)).To(Succeed())
+	var msg string
+	g.Eventually(func(g Gomega) {
+		got := &corev1.Pod{}
+		g.Expect(w.Guest.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		if got.Status.Phase == corev1.PodFailed {
+			StopTrying(fmt.Sprintf("pod %s failed: %s", p.Name, terminationMessage(got))).Now()
+		}
+		g.Expect(got.Status.Phase).To(Equal(corev1.PodSucceeded), "pod %s: %s", p.Name, podSummary(got))
+		msg = terminationMessage(got)
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	return msg
+}
+
+// startRunning creates a long-running pod and waits until it is Running and Ready.
+func (w *world) startRunning(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	g := NewWithT(t)
+	g.Expect(w.Guest.Create(ctx, p)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &corev1.Pod{}
+		g.Expect(w.Guest.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		g.Expect(got.Status.Phase).To(Equal(corev1.PodRunning), "pod %s: %s", p.Name, podSummary(got))
+		g.Expect(ready(got)).To(BeTrue(), "pod %s: %s", p.Name, podSummary(got))
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+}
+
+// deletePod deletes a pod and waits until it is gone, which includes the kubelet unmounting its
+// volumes through the node plugin.
+func (w *world) deletePod(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	g := NewWithT(t)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	g.Expect(client.IgnoreNotFound(w.Guest.Delete(ctx, p))).To(Succeed())
+	g.Eventually(func() error {
+		return w.Guest.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Satisfy(apierrors.IsNotFound), "pod %s/%s is not gone", ns, name)
+}
+
+// waitBound waits for a claim to be Bound and returns its PersistentVolume.
+func (w *world) waitBound(t *testing.T, ns, name string) *corev1.PersistentVolume {
+	t.Helper()
+	ctx := context.Background()
+	pv := &corev1.PersistentVolume{}
+	NewWithT(t).Eventually(func(g Gomega) {
+		pvc := &corev1.PersistentVolumeClaim{}
+		g.Expect(w.Guest.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pvc)).To(Succeed())
+		g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound), "claim %s/%s", ns, name)
+		g.Expect(w.Guest.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv)).To(Succeed())
+	}).WithTimeout(bindTimeout).WithPolling(poll).Should(Succeed())
+	return pv
+}
+
+// attachment returns the VolumeAttachment of a PersistentVolume, or nil.
+func (w *world) attachment(g Gomega, pvName string) *storagev1.VolumeAttachment {
+	list := &storagev1.VolumeAttachmentList{}
+	g.Expect(w.Guest.List(context.Background(), list)).To(Succeed())
+	for i := range list.Items {
+		if src := list.Items[i].Spec.Source.PersistentVolumeName; src != nil && *src == pvName {
+			return &list.Items[i]
+		}
+	}
+	return nil
+}
+
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func terminationMessage(p *corev1.Pod) string {
+	for _, s := range p.Status.ContainerStatuses {
+		if s.State.Terminated != nil {
+			return strings.TrimSpace(s.State.Terminated.Message)
+		}
+	}
+	return ""
+}
+
+// podSummary says where a pod is stuck, for failure messages: its phase, its conditions that
+// are not true and each container's waiting reason.
+func podSummary(p *corev1.Pod) string {
+	parts := []string{string(p.Status.Phase)}
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			parts = append(parts, fmt.Sprintf("%s=%s %s", c.Type, c.Status, c.Message))
+		}
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		switch {
+		case s.State.Waiting != nil:
+			parts = append(parts, fmt.Sprintf("%s waiting: %s %s", s.Name, s.State.Waiting.Reason, s.State.Waiting.Message))
+		case s.State.Terminated != nil:
+			parts = append(parts, fmt.Sprintf("%s terminated: %s %s", s.Name, s.State.Terminated.Reason, s.State.Terminated.Message))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
