@@ -315,7 +315,7 @@ func (n *Node) setUp(ctx context.Context, opts NodeOptions) error {
 	if err := os.WriteFile(kcfgPath, kcfg, 0o600); err != nil {
 		return fmt.Errorf("writing kubelet configuration: %w", err)
 	}
-	kubeconfig, err := Kubeconfig(n.cluster, APIServerURL(n.ip))
+	kubeconfig, err := n.Kubeconfig()
 	if err != nil {
 		return err
 	}
@@ -507,6 +507,11 @@ func (n *Node) ExposeAPIServer(c *localcluster.Cluster, clusterNumber int) (stri
 	}
 	return APIServerURL(ip), nil
 }
+
+// Kubeconfig returns an admin kubeconfig of the node's cluster for processes inside the node's
+// namespace (hostNetwork pods, commands run with Command): its server is the node's API
+// forwarder, https://<node IP>:6443.
+func (n *Node) Kubeconfig() ([]byte, error) { return Kubeconfig(n.cluster, APIServerURL(n.ip)) }
 
 // Listen creates a listener inside the node's network namespace (see ListenIn).
 func (n *Node) Listen(network, addr string) (net.Listener, error) {

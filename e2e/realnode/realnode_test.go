@@ -112,6 +112,23 @@ func dirNames(dir string) []string {
 	return names
 }
 
+// snapshotUnderLock sweeps and snapshots the host while holding the host-wide lock, so that
+// no other process's run is in the middle of changing it.
+func snapshotUnderLock(t *testing.T) hostSnapshot {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	lock, err := acquireLock(ctx, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseLock(lock)
+	if err := sweepLocked(t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	return snapshotHost(t)
+}
+
 // expectNothingLeft checks that no trace of the node remains and the host is as before.
 func expectNothingLeft(g Gomega, before hostSnapshot, n nodeRecord, runDir string) {
 	after := hostSnapshot{paths: map[string]bool{}}
@@ -156,8 +173,10 @@ func expectNothingLeft(g Gomega, before hostSnapshot, n nodeRecord, runDir strin
 }
 
 func TestRealNode(t *testing.T) {
-	before := snapshotHost(t)
 	run := NewRunForTest(t)
+	// Taken under the run's lock, after its sweep: another process's run may have held the
+	// host until then.
+	before := snapshotHost(t)
 	g := NewWithT(t)
 
 	set, err := images.Build(t.Context(), binDir(t), images.DefaultVersions(), images.Pause, images.Toolbox)
@@ -455,7 +474,7 @@ func TestSweepAfterKill(t *testing.T) {
 		skipOrFail(t, err)
 	}
 	g := NewWithT(t)
-	before := snapshotHost(t)
+	before := snapshotUnderLock(t)
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	logPath := filepath.Join(t.TempDir(), "child.log")
 	logFile, err := os.Create(logPath)
@@ -540,8 +559,10 @@ func runSweepChild(t *testing.T, ready string) {
 }
 
 func TestTwoClusters(t *testing.T) {
-	before := snapshotHost(t)
 	run := NewRunForTest(t)
+	// Taken under the run's lock, after its sweep: another process's run may have held the
+	// host until then.
+	before := snapshotHost(t)
 	g := NewWithT(t)
 	set, err := images.Build(t.Context(), binDir(t), images.DefaultVersions(), images.Pause, images.Toolbox)
 	if err != nil {
@@ -618,8 +639,10 @@ func TestTwoClusters(t *testing.T) {
 }
 
 func TestStartFailure(t *testing.T) {
-	before := snapshotHost(t)
 	run := NewRunForTest(t)
+	// Taken under the run's lock, after its sweep: another process's run may have held the
+	// host until then.
+	before := snapshotHost(t)
 	g := NewWithT(t)
 	cluster := localcluster.StartForTest(t, localcluster.Options{Name: "rn-fail", ControlPlaneOnly: true, RealNodes: run.ClusterOptions(1)})
 

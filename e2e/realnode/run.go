@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,7 +128,7 @@ func NewRun(ctx context.Context, opts RunOptions) (_ *Run, err error) {
 			releaseLock(lock)
 		}
 	}()
-	if err := sweepLocked("", opts.Logf); err != nil {
+	if err := sweepLocked(opts.Logf); err != nil {
 		return nil, fmt.Errorf("sweeping earlier runs: %w", err)
 	}
 	idBytes := make([]byte, 3)
@@ -305,13 +306,13 @@ var wholeOurs = map[string]bool{
 	"/var/lib/kubelet/device-plugins": true,
 }
 
-// prepareHost makes the host changes every node needs, once per run, recording each before
+// prepareHostLocked makes the host changes every node needs, once per run, recording each before
 // making it: /dev shared (the CSI node plugin's device mounts must propagate), kubelet's
 // kernel settings saved for restoring, and the host paths that do not exist yet. Called with
 // r.mu held.
 func (r *Run) prepareHostLocked() error {
 	for _, p := range hostPathCandidates {
-		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) && !contains(r.rec.CreatedPaths, p) {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) && !slices.Contains(r.rec.CreatedPaths, p) {
 			r.rec.CreatedPaths = append(r.rec.CreatedPaths, p)
 		}
 	}
@@ -366,7 +367,7 @@ func releaseHost(rec *runRecord, logf func(string, ...any)) error {
 		}
 		// A created mount point (/run/netns) is unmounted once empty.
 		if entries, err := os.ReadDir(p); err == nil && len(entries) == 0 {
-			if points, _ := mountsUnder(p); contains(points, p) {
+			if points, _ := mountsUnder(p); slices.Contains(points, p) {
 				if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
 					errs = append(errs, fmt.Errorf("unmounting %s: %w", p, err))
 					continue
@@ -501,19 +502,18 @@ func Sweep(ctx context.Context, logf func(format string, args ...any)) error {
 		return err
 	}
 	defer releaseLock(lock)
-	return sweepLocked("", logf)
+	return sweepLocked(logf)
 }
 
 // sweepLocked sweeps every run directory whose owner is gone, then namespaces and cgroups
-// named like a run's whose run has no live owner; keep is a run id to leave alone. The caller
-// holds the host-wide lock, so no other process is between creating a resource and recording
-// it.
-func sweepLocked(keep string, logf func(string, ...any)) error {
+// named like a run's whose run has no live owner. The caller holds the host-wide lock, so no
+// other process is between creating a resource and recording it.
+func sweepLocked(logf func(string, ...any)) error {
 	entries, err := os.ReadDir(BaseDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("reading %s: %w", BaseDir, err)
 	}
-	live := map[string]bool{keep: true}
+	live := map[string]bool{}
 	var errs []error
 	for _, e := range entries {
 		if !e.IsDir() || !isRunID(e.Name()) {
@@ -544,7 +544,7 @@ func sweepLocked(keep string, logf func(string, ...any)) error {
 		errs = append(errs, err)
 	}
 	for _, cg := range cgs {
-		if id, ok := runIDOf(cg); ok && !live[id] && !contains(orphans, cg) {
+		if id, ok := runIDOf(cg); ok && !live[id] && !slices.Contains(orphans, cg) {
 			orphans = append(orphans, cg)
 		}
 	}
@@ -660,14 +660,4 @@ func readJSON(path string, v any) error {
 		return fmt.Errorf("decoding %s: %w", path, err)
 	}
 	return nil
-}
-
-// contains reports whether list holds s.
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
