@@ -33,29 +33,11 @@ CONTAINER_TOOL ?= docker
 BUILDER_IMAGE ?=
 BASE_IMAGE ?=
 MODE ?= hypershift
+# run-local's nodes: auto (real where the host allows them), true or false (kwok).
+REAL_NODES ?= auto
 # The test timeout covers the idle-window test (five minutes) plus cluster start-ups.
 TEST_TIMEOUT ?= 40m
 GO_TEST_FLAGS ?=
-
-UPSTREAM := $(KUBE_BIN_DIR)/kube-apiserver $(ETCD_BIN_DIR)/etcd $(KWOK_BIN_DIR)/kwok
-
-##@ General
-
-.PHONY: help
-help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
-
-##@ Development
-
-.PHONY: run-local
-run-local: build $(UPSTREAM) ## Start local management and guest clusters, a fake OpenStack and the operator (MODE=hypershift|standalone); Ctrl-C stops everything.
-	go run ./e2e/cmd/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator
-
-.PHONY: test
-test: $(UPSTREAM) real-node-prereqs ## Run unit, integration and e2e tests, and real storage on real nodes where the host allows it.
-	go test $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
-	$(MAKE) --no-print-directory test-e2e
-	$(MAKE) --no-print-directory test-storage
 
 # Real nodes (a kubelet and containerd in network namespaces of their own) need Linux and root.
 # Elsewhere the real-node targets say so loudly and skip; under CI=true a skip is a failure.
@@ -68,6 +50,27 @@ endef
 # harness uses to build its network namespaces.
 REALNODE_HOST_PACKAGES ?= containerd runc containernetworking-plugins iproute2 iptables util-linux mount
 STORAGE_TEST_TIMEOUT ?= 60m
+
+UPSTREAM := $(KUBE_BIN_DIR)/kube-apiserver $(ETCD_BIN_DIR)/etcd $(KWOK_BIN_DIR)/kwok
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: run-local
+run-local: build $(UPSTREAM) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),real-node-prereqs) ## Start local clusters (real nodes where the host allows), a fake OpenStack and the operator (MODE=hypershift|standalone); Ctrl-C stops everything.
+	go run ./e2e/cmd/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(REAL_NODES)
+
+.PHONY: test
+test: $(UPSTREAM) real-node-prereqs ## Run unit, integration and e2e tests, and real storage on real nodes where the host allows it.
+	go test $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory test-e2e
+	$(MAKE) --no-print-directory test-storage
+
 
 .PHONY: real-node-prereqs
 real-node-prereqs: ## Install the real nodes' Debian packages and build the kubelet and operand images (Linux, root).

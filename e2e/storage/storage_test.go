@@ -198,11 +198,13 @@ func topology(t *testing.T, w *world) {
 	g.Expect(node.Labels).To(HaveKeyWithValue(zoneKey, w.Zone), "the pod's node is in that zone")
 
 	// A compute zone that Cinder does not have: the operator turns topology off on both sides.
+	off := took(t, "topology turned off on both sides")
 	w.OpenStack.SetComputeZones(fakeopenstack.Zone{Name: w.Zone, Available: true}, fakeopenstack.Zone{Name: "compute-only", Available: true})
 	g.Eventually(func(g Gomega) {
 		g.Expect(w.driverTopology(g)).To(Equal("false"))
 	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 	w.waitAvailable(t)
+	off()
 	g.Expect(w.Guest.Create(ctx, claim(ns, "unzoned", "", "1Gi"))).To(Succeed())
 	w.runToEnd(t, w.pod(ns, "unzoned", "unzoned", "true", corev1.RestartPolicyNever))
 	g.Expect(pvZones(w.waitBound(t, ns, "unzoned"))).To(BeEmpty(), "with topology off the PV has no zone")
@@ -225,11 +227,13 @@ func rotateInUse(t *testing.T, w *world) {
 	nodeBefore := w.daemonSet(g)
 	rsBefore := w.controllerReplicaSets(g)
 
+	rotated := took(t, "controller rolled after the rotation")
 	w.rotateCredentials(t)
 	g.Eventually(func(g Gomega) {
 		g.Expect(len(w.controllerReplicaSets(g))).To(BeNumerically(">", len(rsBefore)), "the controller rolls")
 	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 	w.waitAvailable(t)
+	rotated()
 	g.Expect(w.daemonSet(g).Generation).To(Equal(nodeBefore.Generation), "the node plugin does not roll")
 
 	g.Expect(w.Guest.Create(ctx, claim(ns, "after", "", "1Gi"))).To(Succeed())
@@ -304,6 +308,7 @@ func pvZones(pv *corev1.PersistentVolume) []string {
 // waitAvailable waits for both managers to report the driver Available and not Progressing.
 func (w *world) waitAvailable(t *testing.T) {
 	t.Helper()
+	defer took(t, "driver available")()
 	NewWithT(t).Eventually(func(g Gomega) {
 		d := &operatorv1.ClusterCSIDriver{}
 		g.Expect(w.Guest.Get(context.Background(), client.ObjectKey{Name: names.ClusterCSIDriverName}, d)).To(Succeed())

@@ -37,6 +37,7 @@ func (w *world) namespace(t *testing.T, name string) string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	NewWithT(t).Expect(w.Guest.Create(ctx, ns)).To(Succeed())
 	t.Cleanup(func() {
+		defer took(t, "namespace "+name+" and its volumes gone")()
 		g := NewWithT(t)
 		pods := &corev1.PodList{}
 		if err := w.Guest.List(ctx, pods, client.InNamespace(name)); err == nil {
@@ -103,6 +104,7 @@ func (w *world) pod(ns, name, claimName, script string, restart corev1.RestartPo
 // succeeded; a failed pod fails the test with that message.
 func (w *world) runToEnd(t *testing.T, p *corev1.Pod) string {
 	t.Helper()
+	defer took(t, "pod "+p.Name+" ran to its end")()
 	ctx := context.Background()
 	g := NewWithT(t)
 	g.Expect(w.Guest.Create(ctx, p)).To(Succeed())
@@ -122,6 +124,7 @@ func (w *world) runToEnd(t *testing.T, p *corev1.Pod) string {
 // startRunning creates a long-running pod and waits until it is Running and Ready.
 func (w *world) startRunning(t *testing.T, p *corev1.Pod) {
 	t.Helper()
+	defer took(t, "pod "+p.Name+" running")()
 	ctx := context.Background()
 	g := NewWithT(t)
 	g.Expect(w.Guest.Create(ctx, p)).To(Succeed())
@@ -137,6 +140,7 @@ func (w *world) startRunning(t *testing.T, p *corev1.Pod) {
 // volumes through the node plugin.
 func (w *world) deletePod(t *testing.T, ns, name string) {
 	t.Helper()
+	defer took(t, "pod "+name+" deleted")()
 	ctx := context.Background()
 	g := NewWithT(t)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -208,4 +212,11 @@ func podSummary(p *corev1.Pod) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// took logs how long a step took when the returned function is called: the figures show where
+// a slow run spends its time without any timed assertion.
+func took(t *testing.T, step string) func() {
+	start := time.Now()
+	return func() { t.Logf("%s in %s", step, time.Since(start).Round(100*time.Millisecond)) }
 }

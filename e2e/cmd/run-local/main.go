@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -40,6 +42,8 @@ func run() error {
 	dir := flag.String("dir", ".local", "directory for the clusters' data, kubeconfigs and logs; the mode's subdirectory is replaced on start")
 	workers := flag.Int("workers", 2, "fake worker nodes of the guest cluster")
 	exitWhenAvailable := flag.Bool("exit-when-available", false, "stop everything once the driver is available (for scripted checks)")
+	realNodes := flag.String("real-nodes", "auto", "auto (real nodes where this host allows them, kwok nodes otherwise), true or false")
+	binDir := flag.String("bin", "bin", "directory of the kubelet and the operand images (make operand-images), for real nodes")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -59,10 +63,26 @@ func run() error {
 		return fmt.Errorf("operator binary: %w (run `make build`)", err)
 	}
 
+	opts := env.Options{Mode: *mode, Dir: root, Workers: *workers, Masters: 1,
+		Logf: func(f string, a ...any) { fmt.Printf("  "+f+"\n", a...) }}
+	switch why := realnode.Check(); {
+	case *realNodes == "false":
+		fmt.Println("Nodes: simulated (kwok), as asked: pods are reported Running but no container runs.")
+	case why == nil:
+		bin, err := filepath.Abs(*binDir)
+		if err != nil {
+			return err
+		}
+		opts.RealNodes = &env.RealNodeOptions{BinDir: bin}
+		fmt.Println("Nodes: real (a kubelet and containerd per node, in network namespaces of their own): the driver provisions, attaches and mounts volumes.")
+	case *realNodes == "true":
+		return fmt.Errorf("real nodes were asked for, but this host cannot run them: %w", why)
+	default:
+		fmt.Printf("Nodes: simulated (kwok): pods are reported Running but no container runs, because this host cannot run real nodes: %v\n", why)
+	}
 	start := time.Now()
 	fmt.Printf("Starting %s clusters and a fake OpenStack in %s\n", *mode, root)
-	e, err := env.Start(ctx, env.Options{Mode: *mode, Dir: root, Workers: *workers, Masters: 1,
-		Logf: func(f string, a ...any) { fmt.Printf("  "+f+"\n", a...) }})
+	e, err := env.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -101,6 +121,9 @@ func run() error {
 	fmt.Printf("\nCinder CSI driver available %s after the operator started (%s after run-local started).\n\n",
 		time.Since(opStart).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 	printConditions(d)
+	if e.Real != nil {
+		printExample(e)
+	}
 	if *exitWhenAvailable {
 		return nil
 	}
@@ -169,4 +192,48 @@ func printConditions(d *operatorv1.ClusterCSIDriver) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
 	}
 	_ = w.Flush()
+}
+
+// printExample prints a claim and a pod that writes to it, ready to apply to the guest, so that
+// a user sees the operator-installed driver provision, attach and mount a volume.
+func printExample(e *env.Env) {
+	fmt.Printf(`
+Try it: a claim on the default StorageClass and a pod that writes to it (on the real node %s):
+
+  kubectl --kubeconfig %s apply -f - <<'EOF'
+  apiVersion: v1
+  kind: PersistentVolumeClaim
+  metadata:
+    name: example
+    namespace: default
+  spec:
+    accessModes: [ReadWriteOnce]
+    resources:
+      requests:
+        storage: 1Gi
+  ---
+  apiVersion: v1
+  kind: Pod
+  metadata:
+    name: example
+    namespace: default
+  spec:
+    containers:
+    - name: writer
+      image: %s
+      imagePullPolicy: IfNotPresent
+      command: [/bin/sh, -c, "date > /data/hello && cat /data/hello && df -h /data && sleep 3600"]
+      volumeMounts:
+      - name: data
+        mountPath: /data
+    volumes:
+    - name: data
+      persistentVolumeClaim:
+        claimName: example
+  EOF
+  kubectl --kubeconfig %s wait --for=condition=Ready pod/example --timeout=3m
+  kubectl --kubeconfig %s logs example
+
+`, e.Real.GuestNode.Name(), e.Guest.KubeconfigPath(), e.Real.Images[images.Toolbox].Ref,
+		e.Guest.KubeconfigPath(), e.Guest.KubeconfigPath())
 }
