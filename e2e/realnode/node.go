@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -227,119 +228,18 @@ func (n *Node) setUp(ctx context.Context, opts NodeOptions) error {
 	if err := os.MkdirAll(n.logDir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", n.logDir, err)
 	}
-
-	// Network: the namespace, its addresses, the service route and the kubernetes Service
-	// translation, then the forwarder that makes the API server reachable at <node IP>:6443.
-	if err := createNetns(n.rec.Netns); err != nil {
+	if err := n.setUpNetwork(opts.ExtraIPs); err != nil {
 		return err
 	}
-	ns := n.NetnsPath()
-	addrs := append([]net.IP{n.ip, net.ParseIP(MetadataIP)}, opts.ExtraIPs...)
-	for _, ip := range addrs {
-		if err := nsRun(ns, "ip", "addr", "add", ip.String()+"/32", "dev", "lo"); err != nil {
-			return err
-		}
-	}
-	// Without a route the kernel refuses a connect to the Service address before the OUTPUT
-	// chain could translate it; the route's source is the node IP.
-	if err := nsRun(ns, "ip", "route", "add", localcluster.ServiceCIDR, "dev", "lo", "src", n.ip.String()); err != nil {
-		return err
-	}
-	dest := net.JoinHostPort(n.ip.String(), fmt.Sprint(APIServerPort))
-	for _, chain := range []string{"OUTPUT", "PREROUTING"} {
-		if err := nsRun(ns, "iptables", "-w", "-t", "nat", "-A", chain, "-d", localcluster.KubernetesServiceIP+"/32",
-			"-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", dest); err != nil {
-			return err
-		}
-	}
-	routes := []*net.IPNet{n.subnet}
-	for _, ip := range append([]net.IP{n.ip}, opts.ExtraIPs...) {
-		routes = append(routes, &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)})
-	}
-	n.run.addRoutes(n.rec.Name, ns, routes...)
-	apiHost, err := hostAddress(n.cluster)
-	if err != nil {
-		return err
-	}
-	if err := n.forward(n.ip, apiHost); err != nil {
-		return err
-	}
-
-	// containerd, with the CNI configuration in place first so that the runtime reports its
-	// network ready from the start.
-	cni, err := cniConfig(n.rec.CNINetwork, n.subnet, dirs["cni/ipam"])
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dirs["cni/net.d"], "10-"+bridgeName+".conflist"), cni, 0o644); err != nil {
-		return fmt.Errorf("writing CNI configuration: %w", err)
-	}
-	ctrdConfig := filepath.Join(dirs["containerd"], "config.toml")
-	if err := os.WriteFile(ctrdConfig, []byte(containerdConfig(dirs["containerd/root"], n.rec.ContainerdState,
-		n.rec.ContainerdSocket, dirs["runc"], dirs["containerd/opt"], dirs["cni/net.d"], opts.SandboxImage)), 0o644); err != nil {
-		return fmt.Errorf("writing containerd configuration: %w", err)
-	}
-	if err := createCgroups(n.rec.Cgroup); err != nil {
-		return err
-	}
-	containerd, err := lookTool("containerd")
-	if err != nil {
-		return err
-	}
-	p, err := startProc("containerd", containerd, []string{"--config", ctrdConfig, "--log-level", "warn"}, ns, n.rec.Cgroup, n.logDir)
-	if err != nil {
-		return err
-	}
-	n.mu.Lock()
-	n.containerd = p
-	n.mu.Unlock()
-	if err := n.waitContainerd(ctx); err != nil {
+	if err := n.startContainerd(ctx, dirs, opts.SandboxImage); err != nil {
 		return err
 	}
 	if err := n.ImportImages(ctx, opts.Images...); err != nil {
 		return err
 	}
-
-	// kubelet: its root directory becomes a shared mount of its own before it starts.
-	if err := os.MkdirAll(n.rec.RootDir, 0o750); err != nil {
-		return fmt.Errorf("creating kubelet root directory: %w", err)
-	}
-	if err := bindShared(n.rec.RootDir); err != nil {
+	if err := n.startKubelet(opts.Kubelet, opts.Taints); err != nil {
 		return err
 	}
-	kcfg, err := renderKubeletConfig(n.ip, "/"+n.rec.Cgroup, n.rec.ContainerdSocket, n.rec.PodLogsDir, opts.Taints)
-	if err != nil {
-		return err
-	}
-	kcfgPath := filepath.Join(n.rec.Dir, "kubelet-config.yaml")
-	if err := os.WriteFile(kcfgPath, kcfg, 0o600); err != nil {
-		return fmt.Errorf("writing kubelet configuration: %w", err)
-	}
-	kubeconfig, err := n.Kubeconfig()
-	if err != nil {
-		return err
-	}
-	kubeconfigPath := filepath.Join(n.rec.Dir, "kubelet.kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		return fmt.Errorf("writing kubelet kubeconfig: %w", err)
-	}
-	kp, err := startProc("kubelet", opts.Kubelet, []string{
-		"--config=" + kcfgPath,
-		"--kubeconfig=" + kubeconfigPath,
-		"--root-dir=" + n.rec.RootDir,
-		// The certificate directory defaults to /var/lib/kubelet/pki whatever the root.
-		"--cert-dir=" + filepath.Join(n.rec.RootDir, "pki"),
-		"--node-ip=" + n.ip.String(),
-		"--hostname-override=" + n.rec.Name,
-		"--v=1",
-	}, ns, n.rec.Cgroup, n.logDir)
-	if err != nil {
-		return err
-	}
-	n.mu.Lock()
-	n.kubelet = kp
-	n.mu.Unlock()
-
 	readyCtx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
 	defer cancel()
 	if err := n.waitRegistered(readyCtx); err != nil {
@@ -353,6 +253,119 @@ func (n *Node) setUp(ctx context.Context, opts NodeOptions) error {
 	return n.WaitReady(readyCtx)
 }
 
+// setUpNetwork creates the namespace with its addresses, the service route and the kubernetes
+// Service translation, routes the egress proxy's connections for the node's addresses here,
+// and starts the forwarder that makes the API server reachable at <node IP>:6443.
+func (n *Node) setUpNetwork(extraIPs []net.IP) error {
+	if err := createNetns(n.rec.Netns); err != nil {
+		return err
+	}
+	ns := n.NetnsPath()
+	for _, ip := range append([]net.IP{n.ip, net.ParseIP(MetadataIP)}, extraIPs...) {
+		if err := nsRun(ns, "ip", "addr", "add", ip.String()+"/32", "dev", "lo"); err != nil {
+			return err
+		}
+	}
+	// Without a route the kernel refuses a connect to the Service address before the OUTPUT
+	// chain could translate it; the route's source is the node IP.
+	if err := nsRun(ns, "ip", "route", "add", localcluster.ServiceCIDR, "dev", "lo", "src", n.ip.String()); err != nil {
+		return err
+	}
+	dest := net.JoinHostPort(n.ip.String(), strconv.Itoa(APIServerPort))
+	for _, chain := range []string{"OUTPUT", "PREROUTING"} {
+		if err := nsRun(ns, "iptables", "-w", "-t", "nat", "-A", chain, "-d", localcluster.KubernetesServiceIP+"/32",
+			"-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", dest); err != nil {
+			return err
+		}
+	}
+	routes := []*net.IPNet{n.subnet}
+	for _, ip := range append([]net.IP{n.ip}, extraIPs...) {
+		routes = append(routes, &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)})
+	}
+	n.run.addRoutes(n.rec.Name, ns, routes...)
+	apiHost, err := hostAddress(n.cluster)
+	if err != nil {
+		return err
+	}
+	return n.forward(n.ip, apiHost)
+}
+
+// startContainerd writes the CNI and containerd configurations and starts containerd. The CNI
+// configuration comes first, so that the runtime reports its network ready from the start.
+func (n *Node) startContainerd(ctx context.Context, dirs map[string]string, sandboxImage string) error {
+	cni, err := cniConfig(n.rec.CNINetwork, n.subnet, dirs["cni/ipam"])
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dirs["cni/net.d"], "10-"+bridgeName+".conflist"), cni, 0o644); err != nil {
+		return fmt.Errorf("writing CNI configuration: %w", err)
+	}
+	config := filepath.Join(dirs["containerd"], "config.toml")
+	if err := os.WriteFile(config, []byte(containerdConfig(dirs["containerd/root"], n.rec.ContainerdState,
+		n.rec.ContainerdSocket, dirs["runc"], dirs["containerd/opt"], dirs["cni/net.d"], sandboxImage)), 0o644); err != nil {
+		return fmt.Errorf("writing containerd configuration: %w", err)
+	}
+	if err := createCgroups(n.rec.Cgroup); err != nil {
+		return err
+	}
+	bin, err := lookTool("containerd")
+	if err != nil {
+		return err
+	}
+	p, err := startProc("containerd", bin, []string{"--config", config, "--log-level", "warn"}, n.NetnsPath(), n.rec.Cgroup, n.logDir)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.containerd = p
+	n.mu.Unlock()
+	return n.waitContainerd(ctx)
+}
+
+// startKubelet makes the root directory a shared mount of its own, writes kubelet's
+// configuration and kubeconfig and starts it.
+func (n *Node) startKubelet(bin string, taints []corev1.Taint) error {
+	if err := os.MkdirAll(n.rec.RootDir, 0o750); err != nil {
+		return fmt.Errorf("creating kubelet root directory: %w", err)
+	}
+	if err := bindShared(n.rec.RootDir); err != nil {
+		return err
+	}
+	config, err := renderKubeletConfig(n.ip, "/"+n.rec.Cgroup, n.rec.ContainerdSocket, n.rec.PodLogsDir, taints)
+	if err != nil {
+		return err
+	}
+	configPath := filepath.Join(n.rec.Dir, "kubelet-config.yaml")
+	if err := os.WriteFile(configPath, config, 0o600); err != nil {
+		return fmt.Errorf("writing kubelet configuration: %w", err)
+	}
+	kubeconfig, err := n.Kubeconfig()
+	if err != nil {
+		return err
+	}
+	kubeconfigPath := filepath.Join(n.rec.Dir, "kubelet.kubeconfig")
+	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
+		return fmt.Errorf("writing kubelet kubeconfig: %w", err)
+	}
+	p, err := startProc("kubelet", bin, []string{
+		"--config=" + configPath,
+		"--kubeconfig=" + kubeconfigPath,
+		"--root-dir=" + n.rec.RootDir,
+		// The certificate directory defaults to /var/lib/kubelet/pki whatever the root.
+		"--cert-dir=" + filepath.Join(n.rec.RootDir, "pki"),
+		"--node-ip=" + n.ip.String(),
+		"--hostname-override=" + n.rec.Name,
+		"--v=1",
+	}, n.NetnsPath(), n.rec.Cgroup, n.logDir)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.kubelet = p
+	n.mu.Unlock()
+	return nil
+}
+
 // hostAddress returns host:port of a cluster's API server on the host.
 func hostAddress(c *localcluster.Cluster) (string, error) {
 	u, err := url.Parse(c.RESTConfig().Host)
@@ -364,7 +377,7 @@ func hostAddress(c *localcluster.Cluster) (string, error) {
 
 // forward serves <ip>:6443 inside the node's namespace, forwarding to target on the host.
 func (n *Node) forward(ip net.IP, target string) error {
-	ln, err := ListenIn(n.NetnsPath(), "tcp", net.JoinHostPort(ip.String(), fmt.Sprint(APIServerPort)))
+	ln, err := ListenIn(n.NetnsPath(), "tcp", net.JoinHostPort(ip.String(), strconv.Itoa(APIServerPort)))
 	if err != nil {
 		return err
 	}
@@ -379,7 +392,7 @@ func (n *Node) forward(ip net.IP, target string) error {
 func (n *Node) waitContainerd(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, containerdStartTimeout)
 	defer cancel()
-	var last error
+	last := errors.New("no socket yet")
 	for {
 		if n.containerd.exited() {
 			return n.containerd.exitError()
@@ -393,7 +406,7 @@ func (n *Node) waitContainerd(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for containerd: %w (last: %v)", ctx.Err(), last)
+			return fmt.Errorf("waiting for containerd: %w (last: %w)", ctx.Err(), last)
 		case <-time.After(nodePollInterval):
 		}
 	}

@@ -22,7 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -30,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
@@ -508,7 +508,7 @@ func TestSweepAfterKill(t *testing.T) {
 	}
 
 	g.Expect(child.Process.Kill()).To(Succeed())
-	<-exited
+	g.Expect(<-exited).To(HaveOccurred(), "the killed child's exit status")
 	// kubelet and containerd die with the child; the shims and containers do not.
 	pids, err := cgroupPids(rec.Node.Cgroup)
 	g.Expect(err).NotTo(HaveOccurred())

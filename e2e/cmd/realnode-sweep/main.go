@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log"
 	"os"
 	"os/signal"
@@ -18,6 +19,14 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+	log.Print("No real-node leftovers")
+}
+
+// run parses the flags and sweeps.
+func run() error {
 	timeout := flag.Duration("timeout", time.Minute, "how long to wait for a live real-node run to finish")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -25,7 +34,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	if err := realnode.Sweep(ctx, log.Printf); err != nil {
-		log.Fatalf("Sweeping real-node leftovers: %v", err)
+		return fmt.Errorf("sweeping real-node leftovers: %w", err)
 	}
-	log.Print("No real-node leftovers")
+	return nil
 }
