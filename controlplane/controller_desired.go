@@ -242,6 +242,14 @@ func desiredController(d *manifests.Decoder, in controllerInputs) (*appsv1.Deplo
 // sidecarLeaderElectionArgs are the leader election flags of the CSI sidecars: OpenShift's
 // timings, with the leases in the guest namespace (where the sidecars' API is the guest's on
 // HyperShift).
+//
+// Each sidecar also releases its lease when it is told to stop (the sidecars' feature gate
+// ReleaseLeaderElectionOnExit). Without it a rollout of the controller (a credential rotation, a
+// topology or log-level change) leaves the new pod waiting for the old pod's lease to expire:
+// with OpenShift's 137 s lease, measured on real nodes, no volume was provisioned, attached,
+// resized or snapshotted for about three minutes after every rotation. Every sidecar version the
+// operator is built for has the gate (provisioner v6, attacher v4.13, resizer v2.3,
+// snapshotter v8.7).
 func sidecarLeaderElectionArgs() []string {
 	return []string{
 		"--leader-election",
@@ -249,6 +257,7 @@ func sidecarLeaderElectionArgs() []string {
 		"--leader-election-lease-duration=" + seconds(clusters.LeaseDuration),
 		"--leader-election-renew-deadline=" + seconds(clusters.RenewDeadline),
 		"--leader-election-retry-period=" + seconds(clusters.RetryPeriod),
+		"--feature-gates=ReleaseLeaderElectionOnExit=true",
 	}
 }
 
