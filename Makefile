@@ -106,6 +106,15 @@ e2e-kind: ## Run the e2e suite on two kind clusters, the operator deployed from 
 bench: ## Run the Go benchmarks.
 	go test -run='^$$' -bench=. -benchmem ./...
 
+.PHONY: bench-storage
+bench-storage: build $(UPSTREAM) ## Time on real nodes, both modes: operator start to driver Available, first claim Bound, pod Running with the volume.
+ifeq ($(REAL_NODES_POSSIBLE),yes)
+	$(MAKE) --no-print-directory real-node-prereqs
+	go test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -run='^$$' -bench=BenchmarkStorage -benchtime=1x ./e2e/storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
+else
+	$(call skip-real-nodes,bench-storage)
+endif
+
 .PHONY: update-golden
 update-golden: ## Regenerate the golden YAML under testdata/.
 	UPDATE=1 go test ./controlplane/... ./guest/...

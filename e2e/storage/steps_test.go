@@ -20,7 +20,7 @@ import (
 
 // snapshot takes a VolumeSnapshot of a claim with the operator's VolumeSnapshotClass, waits
 // until it is ready to use and checks that Cinder has the snapshot.
-func (w *world) snapshot(t *testing.T, ns, name, claimName string) string {
+func (w *world) snapshot(t testing.TB, ns, name, claimName string) string {
 	t.Helper()
 	ctx := context.Background()
 	g := NewWithT(t)
@@ -57,7 +57,7 @@ func (w *world) snapshot(t *testing.T, ns, name, claimName string) string {
 // rotateCredentials replaces the password login in the credentials Secret with an application
 // credential, as a platform team rotating to a new credential would: the new clouds.yaml
 // differs in content and in kind, and the fake OpenStack accepts both.
-func (w *world) rotateCredentials(t *testing.T) {
+func (w *world) rotateCredentials(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	g := NewWithT(t)

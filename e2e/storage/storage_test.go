@@ -306,19 +306,23 @@ func pvZones(pv *corev1.PersistentVolume) []string {
 }
 
 // waitAvailable waits for both managers to report the driver Available and not Progressing.
-func (w *world) waitAvailable(t *testing.T) {
+func (w *world) waitAvailable(t testing.TB) {
 	t.Helper()
 	defer took(t, "driver available")()
-	NewWithT(t).Eventually(func(g Gomega) {
-		d := &operatorv1.ClusterCSIDriver{}
-		g.Expect(w.Guest.Get(context.Background(), client.ObjectKey{Name: names.ClusterCSIDriverName}, d)).To(Succeed())
-		for _, c := range []string{names.ConditionControllerAvailable, names.ConditionNodeAvailable} {
-			g.Expect(conditions.IsTrue(d.Status.Conditions, c)).To(BeTrue(), "%s", c)
-		}
-		for _, c := range []string{names.ConditionControllerProgressing, names.ConditionNodeProgressing} {
-			g.Expect(conditions.IsTrue(d.Status.Conditions, c)).To(BeFalse(), "%s", c)
-		}
-	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	NewWithT(t).Eventually(w.available).WithArguments(context.Background()).
+		WithTimeout(podTimeout).WithPolling(poll).Should(BeTrue(), "the driver is Available and not Progressing")
+}
+
+// available reports whether both managers say the driver is Available and not Progressing.
+func (w *world) available(ctx context.Context) bool {
+	d := &operatorv1.ClusterCSIDriver{}
+	if err := w.Guest.Get(ctx, client.ObjectKey{Name: names.ClusterCSIDriverName}, d); err != nil {
+		return false
+	}
+	return conditions.IsTrue(d.Status.Conditions, names.ConditionControllerAvailable) &&
+		conditions.IsTrue(d.Status.Conditions, names.ConditionNodeAvailable) &&
+		!conditions.IsTrue(d.Status.Conditions, names.ConditionControllerProgressing) &&
+		!conditions.IsTrue(d.Status.Conditions, names.ConditionNodeProgressing)
 }
 
 // driverTopology returns the --with-topology value of the running driver containers, failing

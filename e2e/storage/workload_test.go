@@ -31,7 +31,7 @@ const (
 // namespace creates a namespace for one scenario in the guest and deletes it, and everything in
 // it, when the test ends; the test then waits for the volumes to be gone from OpenStack so that
 // the next scenario starts clean.
-func (w *world) namespace(t *testing.T, name string) string {
+func (w *world) namespace(t testing.TB, name string) string {
 	t.Helper()
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -102,7 +102,7 @@ func (w *world) pod(ns, name, claimName, script string, restart corev1.RestartPo
 
 // runToEnd creates a pod that ends by itself and returns its termination message once it has
 // succeeded; a failed pod fails the test with that message.
-func (w *world) runToEnd(t *testing.T, p *corev1.Pod) string {
+func (w *world) runToEnd(t testing.TB, p *corev1.Pod) string {
 	t.Helper()
 	defer took(t, "pod "+p.Name+" ran to its end")()
 	ctx := context.Background()
@@ -122,7 +122,7 @@ func (w *world) runToEnd(t *testing.T, p *corev1.Pod) string {
 }
 
 // startRunning creates a long-running pod and waits until it is Running and Ready.
-func (w *world) startRunning(t *testing.T, p *corev1.Pod) {
+func (w *world) startRunning(t testing.TB, p *corev1.Pod) {
 	t.Helper()
 	defer took(t, "pod "+p.Name+" running")()
 	ctx := context.Background()
@@ -138,7 +138,7 @@ func (w *world) startRunning(t *testing.T, p *corev1.Pod) {
 
 // deletePod deletes a pod and waits until it is gone, which includes the kubelet unmounting its
 // volumes through the node plugin.
-func (w *world) deletePod(t *testing.T, ns, name string) {
+func (w *world) deletePod(t testing.TB, ns, name string) {
 	t.Helper()
 	defer took(t, "pod "+name+" deleted")()
 	ctx := context.Background()
@@ -151,7 +151,7 @@ func (w *world) deletePod(t *testing.T, ns, name string) {
 }
 
 // waitBound waits for a claim to be Bound and returns its PersistentVolume.
-func (w *world) waitBound(t *testing.T, ns, name string) *corev1.PersistentVolume {
+func (w *world) waitBound(t testing.TB, ns, name string) *corev1.PersistentVolume {
 	t.Helper()
 	ctx := context.Background()
 	pv := &corev1.PersistentVolume{}
@@ -216,7 +216,7 @@ func podSummary(p *corev1.Pod) string {
 
 // took logs how long a step took when the returned function is called: the figures show where
 // a slow run spends its time without any timed assertion.
-func took(t *testing.T, step string) func() {
+func took(t testing.TB, step string) func() {
 	start := time.Now()
 	return func() { t.Logf("%s in %s", step, time.Since(start).Round(100*time.Millisecond)) }
 }

@@ -44,11 +44,15 @@ type world struct {
 	Zone string
 	// Toolbox is the image of the test pods.
 	Toolbox string
+	// EnvUp is how long the environment took to start (clusters, real nodes, image imports);
+	// OperatorStarted is when the operator processes were started.
+	EnvUp           time.Duration
+	OperatorStarted time.Time
 }
 
 // startWorld starts an environment of mode on real nodes and the operator against it. Where
 // the host cannot run real nodes the test is skipped, loudly; under CI a skip is a failure.
-func startWorld(t *testing.T, mode string) *world {
+func startWorld(t testing.TB, mode string) *world {
 	t.Helper()
 	if err := realnode.Check(); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -67,11 +71,13 @@ func startWorld(t *testing.T, mode string) *world {
 	if _, err := os.Stat(operator); err != nil {
 		t.Fatalf("operator binary: %v (run `make build`)", err)
 	}
+	envStart := time.Now()
 	e := env.StartForTest(t, env.Options{
 		Mode:           mode,
 		RealNodes:      &env.RealNodeOptions{BinDir: bin},
 		AppCredentials: []fakeopenstack.AppCredential{rotatedCredential},
 	})
+	envUp := time.Since(envStart)
 	logPath := e.Path("operator.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -97,12 +103,13 @@ func startWorld(t *testing.T, mode string) *world {
 		OpenStack: e.OpenStack, OpenStackURL: e.Real.OpenStackURL, Disks: e.Real.Disks,
 		GuestNode: e.Real.GuestNode.Name(), GuestServerID: e.Real.GuestServerID,
 		InfraID: env.DefaultInfraID, Zone: e.Zone(), Toolbox: e.Real.Images[images.Toolbox].Ref,
+		EnvUp: envUp, OperatorStarted: start,
 	}
 }
 
 // dumpLogs prints the end of the operator's, the kubelets' and containerd's logs, and of every
 // container log on the nodes, so that a failure on CI can be read without the machine.
-func dumpLogs(t *testing.T, e *env.Env, operatorLog string) {
+func dumpLogs(t testing.TB, e *env.Env, operatorLog string) {
 	paths := []string{operatorLog}
 	for _, n := range []*realnode.Node{e.Real.MgmtNode, e.Real.GuestNode} {
 		paths = append(paths, n.LogPath("kubelet"), n.LogPath("containerd"))
