@@ -219,3 +219,18 @@ operand-images: host-packages operand-binaries ## Pack the operand, pause and to
 pause-image: ## Build only the pause binary and the pod sandbox image tar (fast).
 	$(MAKE) --no-print-directory operand-images OPERAND_HOST_PACKAGES= OPERAND_COMPONENTS=pause OPERAND_IMAGE_NAMES=pause
 # ---- Operand images for real-node e2e: end ----
+
+# ---- Upstream external-storage suite: begin ----
+# The Kubernetes external-storage suite (test/e2e/storage/external of k8s.io/kubernetes, at
+# KUBE_VERSION) against the operator-installed driver on real nodes, with the driver definition
+# e2e/externalstorage/testdriver.yaml. Not part of `make test`.
+KUBE_E2E_BIN_DIR := $(BIN)/kube-e2e-$(KUBE_VERSION)
+EXTERNAL_STORAGE_MODE ?= $(MODE)
+EXTERNAL_STORAGE_OUT ?= $(CURDIR)/_output/external-storage
+
+##@ Upstream external-storage suite
+
+.PHONY: external-storage-suite
+external-storage-suite: ## Build e2e.test, ginkgo and agnhost of k8s.io/kubernetes $(KUBE_VERSION) into ./bin (only missing ones).
+	e2e/hack/build-upstream.sh kube-e2e $(KUBE_VERSION) $(KUBE_E2E_BIN_DIR)
+# ---- Upstream external-storage suite: end ----

@@ -20,11 +20,14 @@ export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
 
 case "$what" in
-kube | kube-node)
-  # kube (the control plane) and kube-node (kubelet, kubectl) use one and the same throwaway
-  # module, so that the packages they share compile once into the Go build cache.
+kube | kube-node | kube-e2e)
+  # kube (the control plane), kube-node (kubelet, kubectl) and kube-e2e (the e2e.test binary of
+  # k8s.io/kubernetes/test/e2e, the ginkgo CLI at the version Kubernetes requires, and agnhost, the
+  # suite's test-pod program, from the same release) use one and the same throwaway module, so
+  # that the packages they share compile once into the Go build cache.
   names="kube-apiserver kube-controller-manager kube-scheduler"
   [ "$what" = kube-node ] && names="kubelet kubectl"
+  [ "$what" = kube-e2e ] && names="e2e.test ginkgo agnhost"
   done=1
   for n in $names; do [ -x "$out/$n" ] || done=0; done
   [ $done = 1 ] && exit 0
@@ -56,12 +59,41 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
+  if [ "$what" = kube-e2e ]; then
+    # e2e.test is the test binary of k8s.io/kubernetes/test/e2e; its test file imports the suites,
+    # among them test/e2e/storage/external, which registers -storage.testdriver. Importing them
+    # here keeps their requirements in the throwaway module's go.mod.
+    cat >"$work/e2e_tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "github.com/onsi/ginkgo/v2/ginkgo"
+	_ "k8s.io/kubernetes/test/e2e"
+	_ "k8s.io/kubernetes/test/e2e/storage"
+	_ "k8s.io/kubernetes/test/e2e/storage/external"
+	_ "k8s.io/kubernetes/test/images/agnhost"
+)
+GO
+  fi
   (cd "$work" && go mod tidy -e >/dev/null 2>&1 || true; cd "$work" && go mod tidy)
   # Without these the binaries report v0.0.0-master (the kubelet puts it in the Node status).
   minor=${version#v1.}
   minor=${minor%%.*}
   vpkg=k8s.io/component-base/version
   vflags="-X $vpkg.gitVersion=$version -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
+  if [ "$what" = kube-e2e ]; then
+    echo "building e2e.test $version"
+    (cd "$work" && go test -c -trimpath -ldflags="-s -w $vflags" -o "$out/e2e.test.tmp" k8s.io/kubernetes/test/e2e)
+    mv "$out/e2e.test.tmp" "$out/e2e.test"
+    # ginkgo at the version k8s.io/kubernetes requires (the throwaway module's build list).
+    echo "building ginkgo $(cd "$work" && go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2)"
+    (cd "$work" && go build -trimpath -ldflags="-s -w" -o "$out/ginkgo" github.com/onsi/ginkgo/v2/ginkgo)
+    echo "building agnhost $version"
+    (cd "$work" && go build -trimpath -ldflags="-s -w" -o "$out/agnhost" k8s.io/kubernetes/test/images/agnhost)
+    exit 0
+  fi
   for n in $names; do
     echo "building $n $version"
     (cd "$work" && go build -trimpath -ldflags="-s -w $vflags" -o "$out/$n" "k8s.io/kubernetes/cmd/$n")
