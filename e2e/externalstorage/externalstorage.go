@@ -1,0 +1,172 @@
+// Package externalstorage prepares a run of the upstream Kubernetes external-storage suite (the
+// e2e.test binary of k8s.io/kubernetes, built by `make external-storage-suite`) against the
+// operator-installed Cinder CSI driver on real nodes: the suite's driver definition
+// (testdriver.yaml), its image registries redirected to the local image prefix, and the images
+// its pods run, built here and imported into the nodes, since nothing is ever pulled.
+//
+// The suite's test pods run two images. busybox is Debian's busybox-static, a real busybox,
+// tagged with the suite's busybox reference (the suite's tag names a slightly newer busybox
+// release; its pods use only the common applets). agnhost is upstream's agnhost program compiled
+// from the same k8s.io/kubernetes release as e2e.test (test/images/agnhost, whose VERSION is the
+// suite's agnhost tag), with busybox's applets beside it as the upstream image has a shell.
+package externalstorage
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+)
+
+// TestDriver is the suite's driver definition for the operator-installed driver (the
+// -storage.testdriver file).
+//
+//go:embed testdriver.yaml
+var TestDriver []byte
+
+// Registry replaces every image registry of the suite: its images exist only in the nodes'
+// containerd, under the local prefix.
+const Registry = "localhost/cinder-csi-e2e"
+
+// HostBusybox is Debian's statically linked busybox (package busybox-static), the content of
+// the busybox and agnhost images.
+const HostBusybox = "/bin/busybox"
+
+// HostPackages are the Debian packages the images are made from.
+var HostPackages = []string{"busybox-static"}
+
+// Image names in the suite's references (the last path element).
+const (
+	BusyBox = "busybox"
+	Agnhost = "agnhost"
+)
+
+// registryKeys are the fields of the suite's registry list (test/utils/image RegistryList).
+var registryKeys = []string{
+	"promoterE2eRegistry", "buildImageRegistry", "invalidRegistry", "gcEtcdRegistry", "gcRegistry",
+	"sigStorageRegistry", "privateRegistry", "dockerLibraryRegistry", "cloudProviderGcpRegistry",
+}
+
+// WriteRepoList writes the suite's registry list (its -kube-test-repo-list file) with every
+// registry replaced by Registry, so that each image the suite names is a local reference.
+func WriteRepoList(file string) error {
+	var b strings.Builder
+	for _, k := range registryKeys {
+		fmt.Fprintf(&b, "%s: %s\n", k, Registry)
+	}
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("writing the suite's registry list: %w", err)
+	}
+	return nil
+}
+
+// SuiteImages asks e2e.test for the images it uses under the registry list repoList
+// (-list-images) and returns the references of the images built here, by name. The references
+// (and so the tags) come from the suite itself, not from this package.
+func SuiteImages(ctx context.Context, e2eTest, repoList string) (map[string]string, error) {
+	cmd := exec.CommandContext(ctx, e2eTest, "-list-images", "-kube-test-repo-list="+repoList)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s -list-images: %w: %s", e2eTest, err, stderr.String())
+	}
+	refs := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		ref := strings.TrimSpace(sc.Text())
+		repo, _, ok := strings.Cut(ref, ":")
+		if !ok || !strings.HasPrefix(ref, Registry+"/") {
+			continue
+		}
+		switch name := path.Base(repo); name {
+		case BusyBox, Agnhost:
+			refs[name] = ref
+		}
+	}
+	for _, n := range []string{BusyBox, Agnhost} {
+		if refs[n] == "" {
+			return nil, fmt.Errorf("%s -list-images names no %s image under %s", e2eTest, n, Registry)
+		}
+	}
+	return refs, nil
+}
+
+// BuildImages writes the busybox and agnhost images under the references refs (from
+// SuiteImages) as OCI layout tars into dir and returns their paths. agnhostBinary is the agnhost
+// program built with e2e.test.
+func BuildImages(dir string, refs map[string]string, agnhostBinary string) ([]string, error) {
+	applets, err := busyboxApplets()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	busybox := baseRootfs(applets)
+	agnhost := baseRootfs(applets)
+	agnhost.File("/agnhost", agnhostBinary, 0o755)
+	specs := []struct {
+		name string
+		fs   *images.Rootfs
+		cfg  images.Config
+	}{
+		// As upstream's images: busybox runs sh, agnhost its pause command unless told otherwise.
+		{BusyBox, busybox, images.Config{Cmd: []string{"sh"}, Env: []string{pathEnv}}},
+		{Agnhost, agnhost, images.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}, Env: []string{pathEnv}}},
+	}
+	var tars []string
+	for _, s := range specs {
+		ref := refs[s.name]
+		if ref == "" {
+			return nil, fmt.Errorf("no reference for image %s", s.name)
+		}
+		tar := filepath.Join(dir, s.name+".tar")
+		if _, err := images.WriteLayout(tar, images.Image{Ref: ref, Config: s.cfg, Rootfs: s.fs}); err != nil {
+			return nil, fmt.Errorf("writing image %s: %w", ref, err)
+		}
+		tars = append(tars, tar)
+	}
+	return tars, nil
+}
+
+const pathEnv = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// baseRootfs is busybox in /bin with a link per applet, and the few files the suite's commands
+// expect of an image (users for id and ls, a world-writable /tmp).
+func baseRootfs(applets []string) *images.Rootfs {
+	r := images.NewRootfs()
+	r.File("/bin/busybox", HostBusybox, 0o755)
+	for _, a := range applets {
+		if a == "bin/busybox" {
+			continue
+		}
+		r.Symlink("/"+a, "/bin/busybox")
+	}
+	r.Data("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n"), 0o644)
+	r.Data("/etc/group", []byte("root:x:0:\nnogroup:x:65534:\n"), 0o644)
+	r.Dir("/tmp", 0o777|os.ModeSticky)
+	r.Dir("/root", 0o700)
+	for _, d := range []string{"/proc", "/sys", "/dev", "/etc", "/var"} {
+		r.Dir(d, 0o755)
+	}
+	return r
+}
+
+// busyboxApplets lists the host busybox's applets with their install paths (bin/sh, usr/bin/md5sum,
+// ...).
+func busyboxApplets() ([]string, error) {
+	out, err := exec.Command(HostBusybox, "--list-full").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --list-full: %w (install Debian's %s)", HostBusybox, err, strings.Join(HostPackages, " "))
+	}
+	return strings.Fields(string(out)), nil
+}
