@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -70,8 +69,15 @@ func WriteRepoList(file string) error {
 
 // SuiteImages asks e2e.test for the images it uses under the registry list repoList
 // (-list-images) and returns the references of the images built here, by name. The references
-// (and so the tags) come from the suite itself, not from this package.
-func SuiteImages(ctx context.Context, e2eTest, repoList string) (map[string]string, error) {
+// (and so the tags) come from the suite itself, not from this package. The suite also names
+// older agnhost releases; the reference kept is the one tagged with the version the agnhost
+// binary reports (`agnhost --version`), the one built with e2e.test.
+func SuiteImages(ctx context.Context, e2eTest, repoList, agnhostBinary string) (map[string]string, error) {
+	version, err := exec.CommandContext(ctx, agnhostBinary, "--version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --version: %w", agnhostBinary, err)
+	}
+	agnhostTag := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(version)), "app version"))
 	cmd := exec.CommandContext(ctx, e2eTest, "-list-images", "-kube-test-repo-list="+repoList)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -83,18 +89,18 @@ func SuiteImages(ctx context.Context, e2eTest, repoList string) (map[string]stri
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		ref := strings.TrimSpace(sc.Text())
-		repo, _, ok := strings.Cut(ref, ":")
+		repo, tag, ok := strings.Cut(strings.TrimPrefix(ref, Registry+"/"), ":")
 		if !ok || !strings.HasPrefix(ref, Registry+"/") {
 			continue
 		}
-		switch name := path.Base(repo); name {
-		case BusyBox, Agnhost:
-			refs[name] = ref
+		switch {
+		case repo == BusyBox, repo == Agnhost && tag == agnhostTag:
+			refs[repo] = ref
 		}
 	}
 	for _, n := range []string{BusyBox, Agnhost} {
 		if refs[n] == "" {
-			return nil, fmt.Errorf("%s -list-images names no %s image under %s", e2eTest, n, Registry)
+			return nil, fmt.Errorf("%s -list-images names no %s image under %s (agnhost %s)", e2eTest, n, Registry, agnhostTag)
 		}
 	}
 	return refs, nil

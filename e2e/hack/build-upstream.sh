@@ -90,8 +90,11 @@ GO
     # ginkgo at the version k8s.io/kubernetes requires (the throwaway module's build list).
     echo "building ginkgo $(cd "$work" && go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2)"
     (cd "$work" && go build -trimpath -ldflags="-s -w" -o "$out/ginkgo" github.com/onsi/ginkgo/v2/ginkgo)
-    echo "building agnhost $version"
-    (cd "$work" && go build -trimpath -ldflags="-s -w" -o "$out/agnhost" k8s.io/kubernetes/test/images/agnhost)
+    # agnhost reports the version its image is tagged with (the release's test/images/agnhost/VERSION),
+    # by which the suite's reference to it is told from those of older agnhost images.
+    agnhost_version=$(cat "$(cd "$work" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/VERSION")
+    echo "building agnhost $agnhost_version"
+    (cd "$work" && go build -trimpath -ldflags="-s -w -X main.Version=$agnhost_version" -o "$out/agnhost" k8s.io/kubernetes/test/images/agnhost)
     exit 0
   fi
   for n in $names; do
