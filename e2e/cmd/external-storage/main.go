@@ -1,0 +1,259 @@
+// Command external-storage is what `make test-external-storage` runs: the upstream Kubernetes
+// external-storage suite (e2e.test -storage.testdriver, from k8s.io/kubernetes at the local
+// clusters' version) against the Cinder CSI driver the operator installs on real nodes. It starts
+// the environment of one mode on real nodes (standalone: one cluster; hypershift: management and
+// guest, the suite runs against the guest), the operator as processes, waits for the driver to be
+// Available, imports the suite's test images into the node where its pods run, runs the suite
+// with a JUnit report, prints the counts and stops everything. The exit status is the suite's.
+package main
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	operatorv1 "github.com/openshift/api/operator/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/externalstorage"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+// exitError carries the suite's exit status, so that main exits with it after the clean-up.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("the suite failed (exit status %d)", e.code) }
+
+func main() {
+	err := run()
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		fmt.Fprintln(os.Stderr, "external-storage:", err)
+		os.Exit(ee.code)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "external-storage:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	mode := flag.String("mode", env.ModeStandalone, "standalone (one cluster) or hypershift (management and guest; the suite runs against the guest)")
+	operator := flag.String("operator", "bin/cinder-csi-operator", "cinder-csi-operator binary")
+	binDir := flag.String("bin", "bin", "directory of the kubelet and the operand images (make operand-images)")
+	suiteDir := flag.String("suite", "", "directory of e2e.test and agnhost (make external-storage-suite)")
+	kubectl := flag.String("kubectl", "", "kubectl binary the suite runs")
+	testDriver := flag.String("testdriver", "", "the suite's driver definition; empty: e2e/externalstorage/testdriver.yaml as built in")
+	focus := flag.String("focus", "External.Storage", "ginkgo focus regular expression")
+	skip := flag.String("skip", "", "ginkgo skip regular expression")
+	out := flag.String("out", "bin/external-storage", "directory for the JUnit report and logs; the mode's subdirectory is replaced on start")
+	timeout := flag.Duration("timeout", 2*time.Hour, "the suite's overall timeout (-ginkgo.timeout)")
+	extra := flag.String("ginkgo-args", "", "more e2e.test arguments, space separated")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	if err := realnode.Check(); err != nil {
+		return fmt.Errorf("the suite needs real nodes, which this host cannot run: %w", err)
+	}
+	abs := func(p *string) error {
+		a, err := filepath.Abs(*p)
+		*p = a
+		return err
+	}
+	for _, p := range []*string{operator, binDir, suiteDir, kubectl, out} {
+		if err := abs(p); err != nil {
+			return err
+		}
+	}
+	e2eTest := filepath.Join(*suiteDir, "e2e.test")
+	agnhost := filepath.Join(*suiteDir, "agnhost")
+	for _, f := range []string{*operator, e2eTest, agnhost, *kubectl} {
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("%w (make build external-storage-suite operand-binaries)", err)
+		}
+	}
+
+	dir := filepath.Join(*out, *mode)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if *testDriver == "" {
+		*testDriver = filepath.Join(dir, "testdriver.yaml")
+		if err := os.WriteFile(*testDriver, externalstorage.TestDriver, 0o644); err != nil {
+			return err
+		}
+	} else if err := abs(testDriver); err != nil {
+		return err
+	}
+	repoList := filepath.Join(dir, "repo-list.yaml")
+	if err := externalstorage.WriteRepoList(repoList); err != nil {
+		return err
+	}
+	refs, err := externalstorage.SuiteImages(ctx, e2eTest, repoList, agnhost)
+	if err != nil {
+		return err
+	}
+	tars, err := externalstorage.BuildImages(filepath.Join(*binDir, "images", "external-storage"), refs, agnhost)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Suite images: %s, %s\n", refs[externalstorage.BusyBox], refs[externalstorage.Agnhost])
+
+	started := time.Now()
+	logf := func(f string, a ...any) { fmt.Printf("  "+f+"\n", a...) }
+	e, err := env.Start(ctx, env.Options{Mode: *mode, Dir: filepath.Join(dir, "env"), Logf: logf,
+		RealNodes: &env.RealNodeOptions{BinDir: *binDir}})
+	if err != nil {
+		return fmt.Errorf("starting the %s environment on real nodes: %w", *mode, err)
+	}
+	defer e.Stop()
+	if err := e.Real.GuestNode.ImportImages(ctx, tars...); err != nil {
+		return fmt.Errorf("importing the suite's images: %w", err)
+	}
+	opLog, err := os.Create(filepath.Join(dir, "operator.log"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = opLog.Close() }()
+	procs, err := e.StartOperatorProcesses(env.ProcessOptions{Binary: *operator, Output: opLog})
+	if err != nil {
+		return fmt.Errorf("starting the operator: %w", err)
+	}
+	defer func() {
+		if err := procs.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the operator:", err)
+		}
+	}()
+	if err := waitAvailable(ctx, e.GuestClient, procs.Exited(), 5*time.Minute); err != nil {
+		return err
+	}
+	fmt.Printf("Driver Available %s after start (%s mode, real nodes); running the suite\n",
+		time.Since(started).Round(time.Second), *mode)
+
+	reportDir := filepath.Join(dir, "report")
+	args := []string{
+		"-kubeconfig=" + e.Guest.KubeconfigPath(),
+		"-storage.testdriver=" + *testDriver,
+		"-kube-test-repo-list=" + repoList,
+		"-kubectl-path=" + *kubectl,
+		"-report-dir=" + reportDir,
+		"-ginkgo.focus=" + *focus,
+		"-ginkgo.timeout=" + timeout.String(),
+		"-ginkgo.v",
+		"-ginkgo.no-color",
+	}
+	if *skip != "" {
+		args = append(args, "-ginkgo.skip="+*skip)
+	}
+	args = append(args, strings.Fields(*extra)...)
+	suiteLog, err := os.Create(filepath.Join(dir, "e2e.log"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = suiteLog.Close() }()
+	fmt.Printf("Running: %s %s\n", e2eTest, strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, e2eTest, args...)
+	cmd.Stdout = io.MultiWriter(os.Stdout, suiteLog)
+	cmd.Stderr = io.MultiWriter(os.Stderr, suiteLog)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(*kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// Interrupted, the suite gets time to clean up its namespaces before the environment goes.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
+	cmd.WaitDelay = time.Minute
+	suiteStart := time.Now()
+	runErr := cmd.Run()
+	took := time.Since(suiteStart).Round(time.Second)
+	if s, err := summarize(reportDir); err == nil {
+		fmt.Printf("External storage suite, %s mode, %s: %s (report: %s)\n", *mode, took, s, reportDir)
+	} else {
+		fmt.Fprintf(os.Stderr, "no JUnit report: %v\n", err)
+	}
+	var ee *exec.ExitError
+	if errors.As(runErr, &ee) {
+		code := ee.ExitCode()
+		if code <= 0 { // killed by a signal
+			code = 1
+		}
+		return exitError{code: code}
+	}
+	return runErr
+}
+
+// waitAvailable polls the ClusterCSIDriver until the controller and the node plugin are
+// Available and neither is Progressing.
+func waitAvailable(ctx context.Context, c client.Client, exited <-chan error, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		d := &operatorv1.ClusterCSIDriver{}
+		if err := c.Get(ctx, client.ObjectKey{Name: names.ClusterCSIDriverName}, d); err == nil &&
+			conditions.IsTrue(d.Status.Conditions, names.ConditionControllerAvailable) &&
+			conditions.IsTrue(d.Status.Conditions, names.ConditionNodeAvailable) &&
+			!conditions.IsTrue(d.Status.Conditions, names.ConditionControllerProgressing) &&
+			!conditions.IsTrue(d.Status.Conditions, names.ConditionNodeProgressing) {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the operator exited before the driver was Available: %w", err)
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the driver to be Available: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// junitSuites is the part of a JUnit report the summary reads.
+type junitSuites struct {
+	Suites []struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Errors   int `xml:"errors,attr"`
+		Skipped  int `xml:"skipped,attr"`
+		Disabled int `xml:"disabled,attr"`
+	} `xml:"testsuite"`
+}
+
+// summarize counts passed, failed and skipped specs in the report directory's JUnit files.
+func summarize(reportDir string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(reportDir, "junit*.xml"))
+	if err != nil || len(files) == 0 {
+		return "", fmt.Errorf("no junit*.xml in %s", reportDir)
+	}
+	var tests, failed, skipped int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		var r junitSuites
+		if err := xml.Unmarshal(b, &r); err != nil {
+			return "", fmt.Errorf("%s: %w", f, err)
+		}
+		for _, s := range r.Suites {
+			tests += s.Tests
+			failed += s.Failures + s.Errors
+			skipped += s.Skipped + s.Disabled
+		}
+	}
+	return fmt.Sprintf("%d specs: %d passed, %d failed, %d skipped", tests, tests-failed-skipped, failed, skipped), nil
+}
