@@ -94,7 +94,11 @@ func run() error {
 	} else {
 		fmt.Printf("  kubeconfig: %s\n", e.Mgmt.KubeconfigPath())
 	}
-	fmt.Printf("  fake OpenStack:        %s\n", e.OpenStack.AuthURL())
+	if e.Real != nil {
+		fmt.Printf("  fake OpenStack:        %s (inside the node %s)\n", e.Real.OpenStackURL, e.Real.MgmtNode.Name())
+	} else {
+		fmt.Printf("  fake OpenStack:        %s\n", e.OpenStack.AuthURL())
+	}
 
 	logPath := filepath.Join(root, "operator.log")
 	logFile, err := os.Create(logPath)
@@ -222,7 +226,7 @@ Try it: a claim on the default StorageClass and a pod that writes to it (on the 
     - name: writer
       image: %s
       imagePullPolicy: IfNotPresent
-      command: [/bin/sh, -c, "date > /data/hello && cat /data/hello && df -h /data && sleep 3600"]
+      command: [/bin/sh, -c, "echo written to a Cinder volume > /data/hello && cat /data/hello && df -h /data && sleep 3600"]
       volumeMounts:
       - name: data
         mountPath: /data
