@@ -222,24 +222,29 @@ func waitAvailable(ctx context.Context, c client.Client, exited <-chan error, ti
 	}
 }
 
-// junitSuites is the part of a JUnit report the summary reads.
+// junitSuites is the part of a JUnit report the summary reads: ginkgo's report has one test
+// case per spec (named "[It] ..."), with its status, besides the suite's set-up nodes.
 type junitSuites struct {
 	Suites []struct {
-		Tests    int `xml:"tests,attr"`
-		Failures int `xml:"failures,attr"`
-		Errors   int `xml:"errors,attr"`
-		Skipped  int `xml:"skipped,attr"`
-		Disabled int `xml:"disabled,attr"`
+		Cases []struct {
+			Name    string `xml:"name,attr"`
+			Status  string `xml:"status,attr"`
+			Skipped *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"skipped"`
+		} `xml:"testcase"`
 	} `xml:"testsuite"`
 }
 
-// summarize counts passed, failed and skipped specs in the report directory's JUnit files.
+// summarize counts the specs of the report directory's JUnit files by status. Specs left out
+// by the focus and skip expressions are counted apart from those the suite skipped when they
+// ran (an unsupported capability, fs type or node count).
 func summarize(reportDir string) (string, error) {
 	files, err := filepath.Glob(filepath.Join(reportDir, "junit*.xml"))
 	if err != nil || len(files) == 0 {
 		return "", fmt.Errorf("no junit*.xml in %s", reportDir)
 	}
-	var tests, failed, skipped int
+	counts := map[string]int{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -250,10 +255,20 @@ func summarize(reportDir string) (string, error) {
 			return "", fmt.Errorf("%s: %w", f, err)
 		}
 		for _, s := range r.Suites {
-			tests += s.Tests
-			failed += s.Failures + s.Errors
-			skipped += s.Skipped + s.Disabled
+			for _, c := range s.Cases {
+				if !strings.HasPrefix(c.Name, "[It] ") {
+					continue
+				}
+				// A spec the focus or skip left out is "skipped" with no reason.
+				if c.Status == "skipped" && (c.Skipped == nil || strings.TrimSpace(c.Skipped.Message) == "skipped") {
+					counts["unselected"]++
+					continue
+				}
+				counts[c.Status]++
+			}
 		}
 	}
-	return fmt.Sprintf("%d specs: %d passed, %d failed, %d skipped", tests, tests-failed-skipped, failed, skipped), nil
+	return fmt.Sprintf("%d passed, %d failed, %d skipped by the suite, %d interrupted or timed out (%d specs not selected)",
+		counts["passed"], counts["failed"]+counts["panicked"], counts["skipped"],
+		counts["interrupted"]+counts["timedout"]+counts["aborted"], counts["unselected"]), nil
 }
