@@ -133,50 +133,8 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("starting the fake OpenStack: %w", err)
 	}
 
-	guestCRDs, err := localcluster.GuestCRDs()
-	if err != nil {
+	if err := e.startClusters(ctx); err != nil {
 		return nil, err
-	}
-	guestOpts := localcluster.Options{
-		Name: "guest", WorkDir: e.Dir, Masters: o.Masters, Workers: o.Workers, Zones: o.Zones,
-		CRDs: guestCRDs, Audit: o.Audit, Logf: o.Logf,
-	}
-	if o.Mode == ModeStandalone {
-		guestOpts.Name = "cluster"
-	}
-	if o.RealNodes != nil {
-		var mgmtCRDs []string
-		if o.Mode == ModeHyperShift {
-			if mgmtCRDs, err = localcluster.ManagementCRDs(); err != nil {
-				return nil, err
-			}
-			e.Namespace = "clusters-" + o.HostedCluster
-		} else {
-			e.Namespace = GuestNamespace
-		}
-		if err := e.startRealClusters(ctx, guestOpts, mgmtCRDs); err != nil {
-			return nil, err
-		}
-	} else if o.Mode == ModeStandalone {
-		if e.Guest, err = localcluster.Start(ctx, guestOpts); err != nil {
-			return nil, err
-		}
-		e.Mgmt = e.Guest
-		e.Namespace = GuestNamespace
-	} else {
-		mgmtCRDs, err := localcluster.ManagementCRDs()
-		if err != nil {
-			return nil, err
-		}
-		mgmtOpts := localcluster.Options{
-			Name: "management", WorkDir: e.Dir, Masters: 0, Workers: 2,
-			NodeLabels: map[string]string{names.ControlPlaneNodeLabel: "true"},
-			CRDs:       mgmtCRDs, Audit: o.Audit, Logf: o.Logf,
-		}
-		if e.Mgmt, e.Guest, err = localcluster.StartPair(ctx, mgmtOpts, guestOpts); err != nil {
-			return nil, err
-		}
-		e.Namespace = "clusters-" + o.HostedCluster
 	}
 
 	scheme, err := clusters.NewScheme()
@@ -200,6 +158,46 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		}
 	}
 	return e, nil
+}
+
+// startClusters starts the environment's clusters: one in standalone mode, a management and a
+// guest cluster otherwise, with kwok nodes or, with RealNodes, real ones.
+func (e *Env) startClusters(ctx context.Context) error {
+	o := e.options
+	guestCRDs, err := localcluster.GuestCRDs()
+	if err != nil {
+		return err
+	}
+	guestOpts := localcluster.Options{
+		Name: "guest", WorkDir: e.Dir, Masters: o.Masters, Workers: o.Workers, Zones: o.Zones,
+		CRDs: guestCRDs, Audit: o.Audit, Logf: o.Logf,
+	}
+	var mgmtCRDs []string
+	if o.Mode == ModeStandalone {
+		guestOpts.Name = "cluster"
+		e.Namespace = GuestNamespace
+	} else {
+		if mgmtCRDs, err = localcluster.ManagementCRDs(); err != nil {
+			return err
+		}
+		e.Namespace = "clusters-" + o.HostedCluster
+	}
+	switch {
+	case o.RealNodes != nil:
+		return e.startRealClusters(ctx, guestOpts, mgmtCRDs)
+	case o.Mode == ModeStandalone:
+		e.Guest, err = localcluster.Start(ctx, guestOpts)
+		e.Mgmt = e.Guest
+		return err
+	default:
+		mgmtOpts := localcluster.Options{
+			Name: "management", WorkDir: e.Dir, Masters: 0, Workers: 2,
+			NodeLabels: map[string]string{names.ControlPlaneNodeLabel: "true"},
+			CRDs:       mgmtCRDs, Audit: o.Audit, Logf: o.Logf,
+		}
+		e.Mgmt, e.Guest, err = localcluster.StartPair(ctx, mgmtOpts, guestOpts)
+		return err
+	}
 }
 
 // StartForTest starts an environment for a test and stops it when the test ends.

@@ -94,7 +94,7 @@ func startWorld(t testing.TB, mode string) *world {
 		}
 		_ = logFile.Close()
 		if t.Failed() {
-			dumpLogs(t, e, logPath)
+			dumpLogs(e, logPath)
 		}
 	})
 	t.Logf("Operator started %s after the environment", time.Since(start).Round(time.Millisecond))
@@ -109,7 +109,7 @@ func startWorld(t testing.TB, mode string) *world {
 
 // dumpLogs prints the end of the operator's, the kubelets' and containerd's logs, and of every
 // container log on the nodes, so that a failure on CI can be read without the machine.
-func dumpLogs(t testing.TB, e *env.Env, operatorLog string) {
+func dumpLogs(e *env.Env, operatorLog string) {
 	paths := []string{operatorLog}
 	for _, n := range []*realnode.Node{e.Real.MgmtNode, e.Real.GuestNode} {
 		paths = append(paths, n.LogPath("kubelet"), n.LogPath("containerd"))
