@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
@@ -17,9 +16,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,10 +30,12 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 // Hash input names, one pod-template annotation each.
@@ -75,11 +74,9 @@ type Reconciler struct {
 	// controller: the ServiceMonitor watch is added to them once the kind is served.
 	mgmtCache  cache.Cache
 	controller controller.Controller
-	// monitorsWatched is set once the ServiceMonitor watch is running. It starts on the first
-	// reconcile that finds the kind served, not at setup: watching a kind the API server does
-	// not serve fails, and the monitoring stack may be installed at any time.
-	monitorsMu      sync.Mutex
-	monitorsWatched bool
+	// monitors is the ServiceMonitor watch. It starts on the first reconcile that finds the
+	// kind served, not at setup: the monitoring stack may be installed at any time.
+	monitors clusters.LateWatch
 }
 
 // driverRequest is the one request every event maps to: there is one ClusterCSIDriver.
@@ -109,7 +106,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, mgmt, guest cluster.Clus
 		WatchesRawSource(watch(guest, &operatorv1.ClusterCSIDriver{},
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WatchesRawSource(watch(guest, &corev1.ConfigMap{}, predicate.Or(
-			named(names.CloudConfConfigMap, names.CloudConfNodeConfigMap, names.UserConfigMap),
+			named(names.NodeCloudConf(r.Config.HyperShift), names.UserConfigMap),
 			// Standalone: the cloud-provider config with the CA, named by Infrastructure.
 			predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return !r.Config.HyperShift && o.GetNamespace() == names.OpenShiftConfigNamespace
@@ -147,7 +144,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	st := conditions.New(driver.Status.Conditions, metav1.NewTime(r.now()))
 	defer func() {
-		reterr = errors.Join(reterr, r.writeStatus(ctx, driver, st))
+		reterr = errors.Join(reterr, conditions.Write(ctx, r.Recorder, apply.New(r.Guest, r.fieldOwner()), driver, st, nil))
 	}()
 	r.applyOperatorLogLevel(ctx, driver)
 
@@ -157,69 +154,57 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		st.True(names.ConditionControllerDegraded, names.ReasonReadFailed, "Reading the operator's inputs failed; the operator retries. See the operator log for the API error.")
 		return ctrl.Result{}, err
 	}
+	s := State{Driver: driver, Inputs: *in}
+	if di, ok := detectionFor(r.Config, s); ok {
+		s.Detection = r.detection(ctx, di)
+	}
+	p, err := Desired(r.Decoder, r.Config, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	appliers := plan.Appliers{
+		plan.Management: r.mgmtApplier().Adopting(names.LegacyFieldOwners...),
+		plan.Guest:      apply.New(r.Guest, r.fieldOwner()).Adopting(names.LegacyFieldOwners...),
+	}
 
-	switch driver.Spec.ManagementState {
+	switch p.ManagementState {
 	case operatorv1.Unmanaged:
-		setUnmanaged(st, in.Deployment)
+		setControllerConditions(st, in.Deployment, "", nil)
+		st.Unmanaged(names.ConditionControllerProgressing, names.ConditionControllerDegraded,
+			names.ConditionConfigDegraded, names.ConditionTopologyDegraded)
 		return ctrl.Result{}, nil
 	case operatorv1.Removed:
-		err := r.remove(ctx, in)
-		setRemoved(st, err)
+		err := appliers.Delete(ctx, log, p.Delete)
+		st.Removed(names.ConditionControllerAvailable, names.ConditionControllerProgressing, names.ConditionControllerDegraded,
+			err, "the CSI controller and its configuration", names.ConditionConfigDegraded, names.ConditionTopologyDegraded)
 		return ctrl.Result{}, err
 	}
 
-	cfg, problems := r.resolve(driver, in)
-	if len(problems) > 0 {
-		msg := problemsMessage(problems)
-		st.True(names.ConditionConfigDegraded, problems[0].Reason, msg)
+	if len(p.Problems) > 0 {
+		msg := strings.Join(p.ProblemMessages(), " ")
+		st.True(names.ConditionConfigDegraded, p.Problems[0].Reason, msg)
 		setControllerConditions(st, in.Deployment, "The CSI controller waits for valid configuration: "+msg, nil)
 		keepTopologyCondition(st, driver)
-		log.V(2).Info("Not applying: invalid configuration", "reason", problems[0].Reason)
-		return ctrl.Result{}, reconcile.TerminalError(errors.New(problems[0].Reason))
+		log.V(2).Info("Not applying: invalid configuration", "reason", p.Problems[0].Reason)
+		return ctrl.Result{}, reconcile.TerminalError(errors.New(p.Problems[0].Reason))
 	}
 	st.False(names.ConditionConfigDegraded, names.ReasonAsExpected, "")
+	setTopologyCondition(st, p.Topology)
+	log.V(4).Info("Topology decided", "enabled", p.Topology.Enabled, "source", p.Topology.Source,
+		"computeZones", p.Topology.ComputeZones, "volumeZones", p.Topology.VolumeZones)
 
-	topo := r.decide(ctx, cfg.Override, detectionInputs{
-		CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), LastKnown: cfg.LastTopology,
-	})
-	setTopologyCondition(st, topo)
-	log.V(4).Info("Topology decided", "enabled", topo.Enabled, "source", topo.Source, "computeZones", topo.ComputeZones, "volumeZones", topo.VolumeZones)
-
-	applyErr := r.applyAll(ctx, cfg, in, topo)
+	var applyErr error
+	if p.ServiceMonitor {
+		applyErr = r.monitors.Start(r.watchServiceMonitors)
+	}
+	if applyErr == nil {
+		applyErr = appliers.Apply(ctx, log, p.Apply)[groupController]
+	}
 	setControllerConditions(st, in.Deployment, "", applyErr)
 	if applyErr != nil {
 		return ctrl.Result{}, applyErr
 	}
-	return ctrl.Result{RequeueAfter: topo.RecheckIn}, nil
-}
-
-// applyAll applies both cloud-conf copies, then the controller objects that mount them.
-func (r *Reconciler) applyAll(ctx context.Context, cfg *config, in *inputs, topo topologyDecision) error {
-	log := ctrl.LoggerFrom(ctx)
-	mgmtObjs, nodeConf, err := desiredAll(r.Decoder, r.Config, cfg, in.Credentials, topo.Enabled)
-	if err != nil {
-		return err
-	}
-	if cfg.ServiceMonitor {
-		if err := r.startMonitorWatch(); err != nil {
-			return err
-		}
-	}
-	mgmt := r.mgmtApplier().Adopting(names.LegacyFieldOwners...)
-	guest := apply.New(r.Guest, r.fieldOwner()).Adopting(names.LegacyFieldOwners...)
-	if _, err := guest.Apply(ctx, nodeConf); err != nil {
-		return err
-	}
-	for _, o := range mgmtObjs {
-		res, err := mgmt.Apply(ctx, o)
-		if err != nil {
-			return err
-		}
-		if res == apply.Applied {
-			log.V(2).Info("Applied", "kind", kindOf(o), "object", klog.KObj(o))
-		}
-	}
-	return nil
+	return ctrl.Result{RequeueAfter: p.Topology.RecheckIn}, nil
 }
 
 // mgmtApplier applies to the controller namespace, comparing with that namespace's cache for
@@ -233,112 +218,14 @@ func (r *Reconciler) mgmtApplier() *apply.Applier {
 	return a
 }
 
-// startMonitorWatch watches the ServiceMonitor, so a changed or deleted one is put back. A
-// failed start (the kind's REST mapping not yet discovered, say) is retried by the next
-// reconcile, which the returned error causes.
-func (r *Reconciler) startMonitorWatch() error {
-	r.monitorsMu.Lock()
-	defer r.monitorsMu.Unlock()
-	if r.monitorsWatched {
-		return nil
-	}
+// watchServiceMonitors watches the ServiceMonitor, so a changed or deleted one is put back.
+func (r *Reconciler) watchServiceMonitors() error {
 	err := r.controller.Watch(source.Kind(r.mgmtCache, client.Object(newServiceMonitor()),
 		handler.EnqueueRequestsFromMapFunc(toDriver)))
 	if err != nil {
 		return fmt.Errorf("watching ServiceMonitors: %w", err)
 	}
-	r.monitorsWatched = true
 	return nil
-}
-
-// desiredAll returns, in apply order, the objects the controlplane manager applies next to the
-// controller (the controller copy of cloud-conf first), and the node copy of cloud-conf for the
-// guest. It is pure: the reconciler and `cinder-csi-operator render` both call it.
-func desiredAll(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.Secret, enableTopology bool) ([]client.Object, *corev1.ConfigMap, error) {
-	ns := rc.Namespace
-	controllerConf := desiredCloudConf(ns, names.CloudConfConfigMap, cfg.ControllerConf, enableTopology, cfg.CABundle)
-	nodeConf := desiredCloudConf(names.GuestNamespace, nodeCloudConfName(rc.HyperShift), cfg.NodeConf, enableTopology, "")
-
-	objs, err := desiredControllerObjects(d, controllerInputs{
-		HyperShift:      rc.HyperShift,
-		Namespace:       ns,
-		Images:          rc.Images,
-		ClusterID:       cfg.ClusterID,
-		HighlyAvailable: cfg.HA,
-		NodeSelector:    cfg.NodeSelector,
-		Tolerations:     cfg.Tolerations,
-		PodLabels:       cfg.PodLabels,
-		Verbosity:       cfg.Verbosity,
-		Topology:        enableTopology,
-		Proxy:           cfg.Proxy,
-		TrustedCA:       cfg.TrustedCA != nil && cfg.TrustedCA.Data[names.KeyTrustedCA] != "",
-		Hashes: map[string]string{
-			// The hash of the ConfigMap as it will be applied, so the first rollout already
-			// carries the final value.
-			hashCloudConf:   confighash.ConfigMap(controllerConf),
-			hashCredentials: confighash.SecretKeys(credentials, names.KeyCloudsYAML),
-			// Standalone only (empty, so no annotation, on HyperShift): a proxy or trusted CA
-			// change rolls the controller.
-			hashProxy:     proxyHash(cfg.Proxy),
-			hashTrustedCA: confighash.ConfigMapKeys(cfg.TrustedCA, names.KeyTrustedCA),
-		},
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("computing the controller objects: %w", err)
-	}
-	objs = append([]client.Object{controllerConf}, objs...)
-	if cfg.ServiceMonitor && !rc.HyperShift {
-		sm, err := desiredServiceMonitor(d, ns)
-		if err != nil {
-			return nil, nil, fmt.Errorf("computing the ServiceMonitor: %w", err)
-		}
-		objs = append(objs, sm)
-	}
-	return objs, nodeConf, nil
-}
-
-// remove deletes what this manager created, for managementState Removed.
-func (r *Reconciler) remove(ctx context.Context, in *inputs) error {
-	ns := r.Config.Namespace
-	mgmt := r.mgmtApplier()
-	guest := apply.New(r.Guest, r.fieldOwner())
-	var errs []error
-	objs := []client.Object{
-		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerDeployment}},
-		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerPDB}},
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerMetricsService}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerServiceAccount}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.CloudConfConfigMap}},
-	}
-	if !r.Config.HyperShift {
-		objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.TrustedCABundleConfigMap}})
-	}
-	if in.ServiceMonitorCRD {
-		sm := newServiceMonitor()
-		sm.SetNamespace(ns)
-		sm.SetName(names.ControllerServiceMonitor)
-		objs = append([]client.Object{sm}, objs...)
-	}
-	for _, o := range objs {
-		if _, err := mgmt.Delete(ctx, o); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if _, err := guest.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: r.nodeCloudConfName()}}); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// writeStatus applies this manager's conditions to the ClusterCSIDriver status, and records an
-// Event for every condition that turned Degraded or recovered.
-func (r *Reconciler) writeStatus(ctx context.Context, driver *operatorv1.ClusterCSIDriver, st *conditions.Set) error {
-	conds := st.List()
-	if len(conds) == 0 {
-		return nil
-	}
-	conditions.RecordTransitions(r.Recorder, driver, conds)
-	return conditions.ApplyStatus(ctx, apply.New(r.Guest, r.fieldOwner()), driver.Name, conds, nil)
 }
 
 // applyOperatorLogLevel sets the operator's own verbosity from spec.operatorLogLevel. An unknown
@@ -358,17 +245,6 @@ func (r *Reconciler) applyOperatorLogLevel(ctx context.Context, driver *operator
 
 func (r *Reconciler) fieldOwner() string { return names.FieldOwnerControlPlane }
 
-// nodeCloudConfName is the node copy's name: on HyperShift it lives in another cluster and keeps
-// csi-operator's name; in standalone it shares a namespace with the controller copy.
-func (r *Reconciler) nodeCloudConfName() string { return nodeCloudConfName(r.Config.HyperShift) }
-
-func nodeCloudConfName(hyperShift bool) string {
-	if hyperShift {
-		return names.CloudConfConfigMap
-	}
-	return names.CloudConfNodeConfigMap
-}
-
 // keepTopologyCondition re-sends the existing topology condition unchanged, so that a config
 // problem does not erase it (an apply without it would drop it).
 func keepTopologyCondition(st *conditions.Set, driver *operatorv1.ClusterCSIDriver) {
@@ -377,34 +253,4 @@ func keepTopologyCondition(st *conditions.Set, driver *operatorv1.ClusterCSIDriv
 		return
 	}
 	st.False(names.ConditionTopologyDegraded, names.ReasonWaitingForConfig, "Topology is decided once the configuration is valid.")
-}
-
-func setUnmanaged(st *conditions.Set, dep *appsv1.Deployment) {
-	const msg = "managementState is Unmanaged: the operator changes nothing."
-	setControllerConditions(st, dep, "", nil)
-	st.False(names.ConditionControllerProgressing, names.ReasonUnmanaged, msg)
-	st.False(names.ConditionControllerDegraded, names.ReasonUnmanaged, msg)
-	st.False(names.ConditionConfigDegraded, names.ReasonUnmanaged, msg)
-	st.False(names.ConditionTopologyDegraded, names.ReasonUnmanaged, msg)
-}
-
-func setRemoved(st *conditions.Set, err error) {
-	const msg = "managementState is Removed: the CSI controller and its configuration are removed."
-	st.True(names.ConditionControllerAvailable, names.ReasonRemoved, msg)
-	st.False(names.ConditionControllerProgressing, names.ReasonRemoved, msg)
-	st.FoldError(names.ConditionControllerDegraded, err, names.ReasonApplyFailed, "Removing the CSI controller objects failed; the operator retries.")
-	st.False(names.ConditionConfigDegraded, names.ReasonRemoved, msg)
-	st.False(names.ConditionTopologyDegraded, names.ReasonRemoved, msg)
-}
-
-func problemsMessage(ps []problem) string {
-	msgs := make([]string, 0, len(ps))
-	for _, p := range ps {
-		msgs = append(msgs, p.Message)
-	}
-	return strings.Join(msgs, " ")
-}
-
-func kindOf(o runtime.Object) string {
-	return strings.TrimPrefix(fmt.Sprintf("%T", o), "*v1.")
 }

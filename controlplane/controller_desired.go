@@ -24,6 +24,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 // Paths and names used only by the controller Deployment.
@@ -85,16 +86,6 @@ type controllerInputs struct {
 // (and so gophercloud) finds system roots, so a proxy with its own CA works.
 const trustedCAVolume = "non-standard-root-system-trust-ca-bundle"
 
-// managed adds the label every applied object carries.
-func managed(obj client.Object) {
-	l := obj.GetLabels()
-	if l == nil {
-		l = map[string]string{}
-	}
-	l[names.ManagedByLabel] = names.ManagedByValue
-	obj.SetLabels(l)
-}
-
 // desiredCloudConf returns a cloud-conf ConfigMap: the generated cloud.conf, the topology
 // decision and, when one exists, the OpenStack CA bundle.
 func desiredCloudConf(namespace, name, cloudConf string, enableTopology bool, caBundle string) *corev1.ConfigMap {
@@ -109,7 +100,7 @@ func desiredCloudConf(namespace, name, cloudConf string, enableTopology bool, ca
 	if caBundle != "" {
 		cm.Data[names.KeyCABundle] = caBundle
 	}
-	managed(cm)
+	plan.Managed(cm)
 	return cm
 }
 
@@ -145,7 +136,7 @@ func desiredControllerObjects(d *manifests.Decoder, in controllerInputs) ([]clie
 	}
 	for _, o := range objs {
 		o.SetNamespace(in.Namespace)
-		managed(o)
+		plan.Managed(o)
 	}
 	return objs, nil
 }
@@ -185,7 +176,7 @@ func desiredServiceMonitor(d *manifests.Decoder, namespace string) (*unstructure
 		return nil, err
 	}
 	sm.SetNamespace(namespace)
-	managed(sm)
+	plan.Managed(sm)
 	return sm, nil
 }
 
@@ -219,7 +210,7 @@ func desiredController(d *manifests.Decoder, in controllerInputs) (*appsv1.Deplo
 		case c.Name == "csi-liveness-probe":
 			c.Args = append(c.Args, verbosity)
 		}
-		hardenContainer(c)
+		plan.Harden(c)
 	}
 
 	tmpl := &dep.Spec.Template
@@ -315,17 +306,6 @@ func setControllerImages(pod *corev1.PodSpec, img images.Controller) error {
 		c.Image = image
 	}
 	return nil
-}
-
-// hardenContainer applies the rules every container of the operator follows (and HyperShift's e2e
-// checks on every control-plane pod).
-func hardenContainer(c *corev1.Container) {
-	c.ImagePullPolicy = corev1.PullIfNotPresent
-	c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
-	if c.SecurityContext == nil {
-		c.SecurityContext = &corev1.SecurityContext{}
-	}
-	c.SecurityContext.ReadOnlyRootFilesystem = ptr.To(true)
 }
 
 // adaptHyperShiftController applies the HyperShift control-plane pod rules: colocation with the

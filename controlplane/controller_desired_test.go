@@ -12,11 +12,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
@@ -459,54 +457,8 @@ func TestDesiredCloudConf(t *testing.T) {
 	}
 }
 
-// renderHyperShift renders what the controlplane manager applies for a hosted cluster, in apply
-// order: the node copy of cloud-conf (guest), the controller copy, then the controller objects,
-// with the hashes computed the way applyAll computes them.
-func renderHyperShift(g Gomega, t testing.TB, ha, topology bool, ca string) []client.Object {
-	const userConfig = "[BlockStorage]\nignore-volume-az = true\n"
-	ccIn := cloudconfig.Input{UserConfig: userConfig, CloudName: "openstack", HasCA: ca != ""}
-	controllerINI, err := cloudconfig.Controller(ccIn)
-	g.Expect(err).NotTo(HaveOccurred())
-	nodeINI, err := cloudconfig.Node(ccIn)
-	g.Expect(err).NotTo(HaveOccurred())
-
-	controllerConf := desiredCloudConf(hcpNamespace, names.CloudConfConfigMap, controllerINI, topology, ca)
-	nodeConf := desiredCloudConf(names.GuestNamespace, names.CloudConfConfigMap, nodeINI, topology, "")
-	creds := &corev1.Secret{Data: map[string][]byte{names.KeyCloudsYAML: []byte("clouds: {openstack: {auth: {auth_url: https://keystone.example:5000}}}\n")}}
-
-	in := hyperShiftInputs()
-	in.HighlyAvailable = ha
-	in.Topology = topology
-	in.Hashes = map[string]string{
-		hashCloudConf:   confighash.ConfigMap(controllerConf),
-		hashCredentials: confighash.SecretKeys(creds, names.KeyCloudsYAML),
-	}
-	objs, err := desiredControllerObjects(testDecoder(t), in)
-	g.Expect(err).NotTo(HaveOccurred())
-	return append([]client.Object{nodeConf, controllerConf}, objs...)
-}
-
 func TestDesiredControllerObjects(t *testing.T) {
 	t.Parallel()
-	fixtures := []struct {
-		name     string
-		ha       bool
-		topology bool
-		ca       string
-	}{
-		{name: "When SingleReplica without topology or CA, it should match the fixture"},
-		{name: "When SingleReplica with topology and a CA, it should match the fixture", topology: true, ca: testCA},
-		{name: "When HighlyAvailable with topology and a CA, it should match the fixture", ha: true, topology: true, ca: testCA},
-		{name: "When HighlyAvailable without topology or CA, it should match the fixture", ha: true},
-	}
-	for _, tt := range fixtures {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			g := NewWithT(t)
-			objs := renderHyperShift(g, t, tt.ha, tt.topology, tt.ca)
-			golden.CompareWithFixture(t, toAny(objs)...)
-		})
-	}
 
 	t.Run("When on HyperShift, it should return the ServiceAccount, Service, PDB and Deployment in apply order, labelled, in the HCP namespace", func(t *testing.T) {
 		t.Parallel()
@@ -558,14 +510,6 @@ func TestDesiredControllerObjects(t *testing.T) {
 	})
 }
 
-func toAny(objs []client.Object) []any {
-	out := make([]any, len(objs))
-	for i, o := range objs {
-		out[i] = o
-	}
-	return out
-}
-
 func TestDesiredServiceMonitor(t *testing.T) {
 	t.Parallel()
 	const ns = names.GuestNamespace
@@ -614,42 +558,4 @@ func TestDesiredServiceMonitor(t *testing.T) {
 		}
 		g.Expect(ports).To(ConsistOf(svcPorts))
 	})
-}
-
-func TestDesiredAllServiceMonitor(t *testing.T) {
-	t.Parallel()
-	d := testDecoder(t)
-	kinds := func(objs []client.Object) []string {
-		var out []string
-		for _, o := range objs {
-			out = append(out, o.GetObjectKind().GroupVersionKind().Kind+"/"+o.GetName())
-		}
-		return out
-	}
-	monitor := "ServiceMonitor/" + names.ControllerServiceMonitor
-	for _, tt := range []struct {
-		name       string
-		hyperShift bool
-		crd        bool
-		want       bool
-	}{
-		{name: "When standalone and the CRD is served, it should apply the ServiceMonitor last", crd: true, want: true},
-		{name: "When standalone without the CRD, it should not apply a ServiceMonitor"},
-		{name: "When on HyperShift, it should never apply a ServiceMonitor", hyperShift: true, crd: true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			g := NewWithT(t)
-			rc := Config{HyperShift: tt.hyperShift, Namespace: names.GuestNamespace, Images: testImages()}
-			// On HyperShift the flag is set as well: desiredAll itself must leave it out.
-			cfg := &config{ClusterID: "infra-1", ControllerConf: "[Global]\n", ServiceMonitor: tt.crd}
-			objs, _, err := desiredAll(d, rc, cfg, &corev1.Secret{}, false)
-			g.Expect(err).NotTo(HaveOccurred())
-			if tt.want {
-				g.Expect(kinds(objs)[len(objs)-1]).To(Equal(monitor))
-			} else {
-				g.Expect(kinds(objs)).NotTo(ContainElement(monitor))
-			}
-		})
-	}
 }

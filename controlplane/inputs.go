@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -26,8 +25,9 @@ import (
 // openstack` write; used when the HostedControlPlane does not name one.
 const defaultCloudName = "openstack"
 
-// inputs is everything the reconciler read, each nil when it does not exist.
-type inputs struct {
+// Inputs is everything the controlplane manager reads from the two clusters, each nil when it does
+// not exist.
+type Inputs struct {
 	HCP         *hyperv1.HostedControlPlane
 	Credentials *corev1.Secret
 	// CAConfigMap holds the OpenStack CA under ca-bundle.pem: openstack-cloud-config in the HCP
@@ -47,19 +47,16 @@ type inputs struct {
 }
 
 // readInputs reads every input from the caches; a missing object is not an error.
-func (r *Reconciler) readInputs(ctx context.Context) (*inputs, error) {
+func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 	ns := r.Config.Namespace
-	in := &inputs{}
-	// get reads one object; a missing one leaves the field nil.
-	get := func(c client.Reader, key client.ObjectKey, obj client.Object, out func()) error {
-		if err := c.Get(ctx, key, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("reading %s: %w", key, err)
+	in := &Inputs{}
+	// get reads one optional object into *into, which stays nil when the object does not exist.
+	get := func(c client.Reader, key client.ObjectKey, obj client.Object, found func()) error {
+		ok, err := clusters.GetOptional(ctx, c, key, obj)
+		if ok {
+			found()
 		}
-		out()
-		return nil
+		return err
 	}
 	var (
 		creds                              corev1.Secret
@@ -145,7 +142,7 @@ var (
 )
 
 // resolveStandalone fills in what a standalone cluster's Infrastructure and Proxy decide.
-func resolveStandalone(cfg *config, in *inputs) []problem {
+func resolveStandalone(cfg *config, in *Inputs) []problem {
 	if in.Infrastructure == nil || in.Infrastructure.Status.InfrastructureName == "" {
 		return []problem{{names.ReasonWaitingForConfig,
 			fmt.Sprintf("Infrastructure %s has no status.infrastructureName yet.", names.InfrastructureName)}}
@@ -174,7 +171,7 @@ func resolveStandalone(cfg *config, in *inputs) []problem {
 }
 
 // resolve validates the inputs and resolves them into a config, or returns the problems found.
-func (r *Reconciler) resolve(driver *operatorv1.ClusterCSIDriver, in *inputs) (*config, []problem) {
+func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*config, []problem) {
 	var problems []problem
 	cfg := &config{CloudName: defaultCloudName}
 
@@ -185,13 +182,13 @@ func (r *Reconciler) resolve(driver *operatorv1.ClusterCSIDriver, in *inputs) (*
 	}
 	cfg.Verbosity = v
 
-	if !r.Config.HyperShift {
+	if !rc.HyperShift {
 		problems = append(problems, resolveStandalone(cfg, in)...)
 	}
-	if r.Config.HyperShift {
+	if rc.HyperShift {
 		if in.HCP == nil {
 			problems = append(problems, problem{names.ReasonMissingHostedControlPlane,
-				fmt.Sprintf("No single HostedControlPlane found in namespace %s.", r.Config.Namespace)})
+				fmt.Sprintf("No single HostedControlPlane found in namespace %s.", rc.Namespace)})
 		} else {
 			hcp := in.HCP
 			cfg.ClusterID = hcp.Spec.InfraID
@@ -208,15 +205,15 @@ func (r *Reconciler) resolve(driver *operatorv1.ClusterCSIDriver, in *inputs) (*
 	switch {
 	case in.Credentials == nil:
 		problems = append(problems, problem{names.ReasonMissingCredentials,
-			fmt.Sprintf("Secret %s/%s with the OpenStack credentials (key %s) does not exist.", r.Config.Namespace, names.CredentialsSecret, names.KeyCloudsYAML)})
+			fmt.Sprintf("Secret %s/%s with the OpenStack credentials (key %s) does not exist.", rc.Namespace, names.CredentialsSecret, names.KeyCloudsYAML)})
 	case len(in.Credentials.Data[names.KeyCloudsYAML]) == 0:
 		problems = append(problems, problem{names.ReasonMissingCredentials,
-			fmt.Sprintf("Secret %s/%s has no %s key.", r.Config.Namespace, names.CredentialsSecret, names.KeyCloudsYAML)})
+			fmt.Sprintf("Secret %s/%s has no %s key.", rc.Namespace, names.CredentialsSecret, names.KeyCloudsYAML)})
 	default:
 		cfg.CloudsYAML = in.Credentials.Data[names.KeyCloudsYAML]
-		if msg := checkCloudsYAML(cfg.CloudsYAML, cfg.CloudName, r.Config.HyperShift); msg != "" {
+		if msg := checkCloudsYAML(cfg.CloudsYAML, cfg.CloudName, rc.HyperShift); msg != "" {
 			problems = append(problems, problem{names.ReasonInvalidCredentials,
-				fmt.Sprintf("%s in Secret %s/%s %s", names.KeyCloudsYAML, r.Config.Namespace, names.CredentialsSecret, msg)})
+				fmt.Sprintf("%s in Secret %s/%s %s", names.KeyCloudsYAML, rc.Namespace, names.CredentialsSecret, msg)})
 		}
 	}
 	cfg.CABundle = caBundle(in)
@@ -251,7 +248,7 @@ func (r *Reconciler) resolve(driver *operatorv1.ClusterCSIDriver, in *inputs) (*
 // caBundle returns the OpenStack CA: the credentials Secret's cacert key, where HyperShift puts
 // the CA given at cluster creation, else the ca-bundle.pem key of the cloud ConfigMap (the older
 // place). Neither is an error: many clouds use publicly trusted certificates.
-func caBundle(in *inputs) string {
+func caBundle(in *Inputs) string {
 	if in.Credentials != nil {
 		if ca := strings.TrimSpace(string(in.Credentials.Data[names.KeyCACert])); ca != "" {
 			return ca + "\n"

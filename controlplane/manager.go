@@ -18,7 +18,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +27,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
@@ -68,9 +68,6 @@ func (c *Config) defaults() {
 	}
 }
 
-// managedSelector selects the objects this operator applies.
-var managedSelector = labels.SelectorFromSet(labels.Set{names.ManagedByLabel: names.ManagedByValue})
-
 // CacheOptions returns the cache options of the controlplane manager's two clusters. The
 // management cache covers the controller namespace only: a management cluster runs hundreds of
 // these managers and none may watch it whole. The guest cache holds the ClusterCSIDriver and the
@@ -80,10 +77,10 @@ func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
 	mgmt = cache.Options{
 		DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}:            {Label: managedSelector},
-			&corev1.ServiceAccount{}:        {Label: managedSelector},
-			&corev1.Service{}:               {Label: managedSelector},
-			&policyv1.PodDisruptionBudget{}: {Label: managedSelector},
+			&appsv1.Deployment{}:            {Label: plan.ManagedSelector},
+			&corev1.ServiceAccount{}:        {Label: plan.ManagedSelector},
+			&corev1.Service{}:               {Label: plan.ManagedSelector},
+			&policyv1.PodDisruptionBudget{}: {Label: plan.ManagedSelector},
 			// The HostedControlPlane namespace holds many Secrets (etcd and kubeconfig
 			// material among them). Only the credentials are needed: list and watch that
 			// one Secret by name, so that the operator's RBAC can be limited to it
@@ -92,7 +89,7 @@ func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
 		},
 	}
 	guestConfigMaps := map[string]cache.Config{
-		names.GuestNamespace:           {FieldSelector: byName(nodeCloudConfName(cfg.HyperShift))},
+		names.GuestNamespace:           {FieldSelector: byName(names.NodeCloudConf(cfg.HyperShift))},
 		names.OpenShiftConfigNamespace: {FieldSelector: byName(names.UserConfigMap)},
 	}
 	guest = cache.Options{

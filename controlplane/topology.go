@@ -58,20 +58,12 @@ type detectionInputs struct {
 	CloudsYAML []byte
 	CloudName  string
 	CAPEM      []byte
-	// LastKnown is the decision kept in the live cloud-conf, used when OpenStack cannot be
-	// reached; nil when there is none.
-	LastKnown *bool
 }
 
-// decide returns the topology decision: the user's override when set; otherwise the detected
-// one, listing the zones again only when due. When detection fails the last known decision stays
-// in force (the one in the live cloud-conf, else the last success in this process), and only
-// without any does it fall back to false, the setting under which volumes can be provisioned
-// whatever the zones are.
-func (r *Reconciler) decide(ctx context.Context, override *bool, in detectionInputs) topologyDecision {
-	if override != nil {
-		return topologyDecision{Enabled: *override, Source: sourceOverride}
-	}
+// detection returns what the zone listing says for in, listing the zones again only when due: when
+// the credentials changed, when the recheck interval passed since the last success, or a shorter
+// retry since the last failure.
+func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detection {
 	c := r.topology
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -97,22 +89,15 @@ func (r *Reconciler) decide(ctx context.Context, override *bool, in detectionInp
 		}
 	}
 
-	d := topologyDecision{Failure: c.failure, ComputeZones: c.compute, VolumeZones: c.volume}
+	d := Detection{Failure: c.failure, ComputeZones: c.compute, VolumeZones: c.volume}
+	if c.ok {
+		d.Enabled = ptrTo(c.enabled)
+	}
 	next := interval
 	if c.failure != "" {
 		next = retry
 	}
 	d.RecheckIn = max(c.checked.Add(next).Sub(now), time.Second)
-	switch {
-	case c.failure == "" && c.ok:
-		d.Enabled, d.Source = c.enabled, sourceDetected
-	case in.LastKnown != nil:
-		d.Enabled, d.Source = *in.LastKnown, sourceLastKnown
-	case c.ok:
-		d.Enabled, d.Source = c.enabled, sourceLastKnown
-	default:
-		d.Enabled, d.Source = false, sourceDefault
-	}
 	return d
 }
 

@@ -84,18 +84,35 @@ func (c *fakeClock) reconciler(f *fakeOpenStack, interval time.Duration) *Reconc
 	}
 }
 
+// decideInputs are the detection inputs of one set of credentials and the decision in the live
+// cloud-conf.
+type decideInputs struct {
+	detectionInputs
+	lastKnown *bool
+}
+
 // detectionCreds are the detection inputs of one set of credentials.
-func detectionCreds(password string) detectionInputs {
-	return detectionInputs{
+func detectionCreds(password string) decideInputs {
+	return decideInputs{detectionInputs: detectionInputs{
 		CloudsYAML: []byte("clouds:\n  openstack:\n    auth:\n      auth_url: https://keystone.example:5000\n      password: " + password + "\n"),
 		CloudName:  "openstack",
 		CAPEM:      []byte(testCA),
-	}
+	}}
 }
 
-func withLastKnown(in detectionInputs, v bool) detectionInputs {
-	in.LastKnown = &v
+func withLastKnown(in decideInputs, v bool) decideInputs {
+	in.lastKnown = &v
 	return in
+}
+
+// decide is the reconciler's path from its inputs to a topology decision: a listing unless the
+// user overrides, then chooseTopology.
+func (r *Reconciler) decide(ctx context.Context, override *bool, in decideInputs) topologyDecision {
+	var det Detection
+	if override == nil {
+		det = r.detection(ctx, in.detectionInputs)
+	}
+	return chooseTopology(override, det, in.lastKnown)
 }
 
 // errUnreachable is what dialling a Keystone that is down returns.

@@ -14,7 +14,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +23,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 // Config configures the guest manager.
@@ -36,17 +36,6 @@ type Config struct {
 	LogLevel *loglevel.Live
 }
 
-// nodeCloudConfName is the ConfigMap the node plugin mounts: the guest copy on HyperShift, the
-// credential-free node copy in standalone mode (where the controller copy shares the namespace).
-func (c Config) nodeCloudConfName() string {
-	if c.HyperShift {
-		return names.CloudConfConfigMap
-	}
-	return names.CloudConfNodeConfigMap
-}
-
-var managedSelector = labels.SelectorFromSet(labels.Set{names.ManagedByLabel: names.ManagedByValue})
-
 // CacheOptions returns the guest manager's cache options: its namespace, the cluster-scoped kinds
 // it owns selected by label, all StorageClasses (to respect a user's default class), and the
 // ClusterCSIDriver and the VolumeSnapshotClass CRD by name.
@@ -55,14 +44,14 @@ func CacheOptions(cfg Config) cache.Options {
 		DefaultNamespaces: map[string]cache.Config{names.GuestNamespace: {}},
 		ByObject: map[client.Object]cache.ByObject{
 			&operatorv1.ClusterCSIDriver{}: {Field: fields.OneTermEqualSelector("metadata.name", names.ClusterCSIDriverName)},
-			&corev1.ConfigMap{}:            {Field: fields.OneTermEqualSelector("metadata.name", cfg.nodeCloudConfName())},
-			&appsv1.DaemonSet{}:            {Label: managedSelector},
-			&corev1.ServiceAccount{}:       {Label: managedSelector},
-			&rbacv1.ClusterRole{}:          {Label: managedSelector},
-			&rbacv1.ClusterRoleBinding{}:   {Label: managedSelector},
-			&rbacv1.Role{}:                 {Label: managedSelector},
-			&rbacv1.RoleBinding{}:          {Label: managedSelector},
-			&storagev1.CSIDriver{}:         {Label: managedSelector},
+			&corev1.ConfigMap{}:            {Field: fields.OneTermEqualSelector("metadata.name", names.NodeCloudConf(cfg.HyperShift))},
+			&appsv1.DaemonSet{}:            {Label: plan.ManagedSelector},
+			&corev1.ServiceAccount{}:       {Label: plan.ManagedSelector},
+			&rbacv1.ClusterRole{}:          {Label: plan.ManagedSelector},
+			&rbacv1.ClusterRoleBinding{}:   {Label: plan.ManagedSelector},
+			&rbacv1.Role{}:                 {Label: plan.ManagedSelector},
+			&rbacv1.RoleBinding{}:          {Label: plan.ManagedSelector},
+			&storagev1.CSIDriver{}:         {Label: plan.ManagedSelector},
 			&apiextensionsv1.CustomResourceDefinition{}: {
 				Field: fields.OneTermEqualSelector("metadata.name", names.VolumeSnapshotClassCRD),
 			},

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
+
 	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -15,7 +15,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,9 +31,9 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 // Reconciler keeps the guest-side Cinder CSI objects in shape for the one ClusterCSIDriver.
@@ -47,10 +46,9 @@ type Reconciler struct {
 
 	cluster    cluster.Cluster
 	controller controller.Controller
-	// watchSnapshots starts the VolumeSnapshotClass watch once its CRD exists: watching a
-	// kind the API server does not serve would fail, and the CRD may appear at any time.
-	watchSnapshots sync.Once
-	now            func() time.Time
+	// snapshotClasses is the VolumeSnapshotClass watch, started once its CRD is served.
+	snapshotClasses clusters.LateWatch
+	now             func() time.Time
 }
 
 var driverRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: names.ClusterCSIDriverName}}
@@ -74,7 +72,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, guest cluster.Cluster) e
 		WatchesRawSource(watch(&operatorv1.ClusterCSIDriver{},
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WatchesRawSource(watch(&corev1.ConfigMap{}, predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == names.GuestNamespace && o.GetName() == r.Config.nodeCloudConfName()
+			return o.GetNamespace() == names.GuestNamespace && o.GetName() == names.NodeCloudConf(r.Config.HyperShift)
 		}))).
 		WatchesRawSource(watch(&appsv1.DaemonSet{})).
 		WatchesRawSource(watch(&corev1.ServiceAccount{})).
@@ -93,248 +91,110 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, guest cluster.Cluster) e
 	return nil
 }
 
-// guestInputs is what the reconciler read, each nil when it does not exist.
-type guestInputs struct {
-	CloudConf      *corev1.ConfigMap
-	DaemonSet      *appsv1.DaemonSet
-	StorageClass   *storagev1.StorageClass
-	StorageClasses []storagev1.StorageClass
-	SnapshotCRD    bool
-}
-
 // Reconcile makes the guest objects match the ClusterCSIDriver and the node cloud-conf, then
 // writes this manager's conditions and the observed generation.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	log := ctrl.LoggerFrom(ctx)
 	driver := &operatorv1.ClusterCSIDriver{}
 	if err := r.Guest.Get(ctx, req.NamespacedName, driver); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	st := conditions.New(driver.Status.Conditions, metav1.NewTime(r.now()))
 	defer func() {
-		reterr = errors.Join(reterr, r.writeStatus(ctx, driver, st))
+		reterr = errors.Join(reterr, conditions.Write(ctx, r.Recorder, apply.New(r.Guest, names.FieldOwnerGuest), driver, st, &driver.Generation))
 	}()
-
-	var problems []string
-	if v, err := loglevel.Verbosity(driver.Spec.OperatorLogLevel); err != nil {
-		problems = append(problems, fmt.Sprintf("spec.operatorLogLevel %q is not one of Normal, Debug, Trace, TraceAll.", driver.Spec.OperatorLogLevel))
-	} else if r.Config.LogLevel != nil && r.Config.LogLevel.Set(v) {
-		ctrl.LoggerFrom(ctx).Info("Changed the operator's verbosity", "verbosity", v)
-	}
-	verbosity, err := loglevel.Verbosity(driver.Spec.LogLevel)
-	if err != nil {
-		problems = append(problems, fmt.Sprintf("spec.logLevel %q is not one of Normal, Debug, Trace, TraceAll; the node plugin keeps its current verbosity.", driver.Spec.LogLevel))
-	}
-	scState := driver.Spec.StorageClassState
-	switch scState {
-	case "", operatorv1.ManagedStorageClass, operatorv1.UnmanagedStorageClass, operatorv1.RemovedStorageClass:
-	default:
-		problems = append(problems, fmt.Sprintf("spec.storageClassState %q is not one of Managed, Unmanaged, Removed; the StorageClass is left as it is.", scState))
-		scState = operatorv1.UnmanagedStorageClass
-	}
-	if len(problems) > 0 {
-		st.True(names.ConditionGuestConfigDegraded, names.ReasonInvalidConfig, strings.Join(problems, " "))
-	} else {
-		st.False(names.ConditionGuestConfigDegraded, names.ReasonAsExpected, "")
+	if v, err := loglevel.Verbosity(driver.Spec.OperatorLogLevel); err == nil && r.Config.LogLevel != nil && r.Config.LogLevel.Set(v) {
+		log.Info("Changed the operator's verbosity", "verbosity", v)
 	}
 
-	in, err := r.readInputs(ctx)
+	s, err := r.readState(ctx, driver)
 	if err != nil {
 		st.Keep(driver.Status.Conditions, names.GuestConditions...)
 		st.True(names.ConditionNodeDegraded, names.ReasonReadFailed, "Reading the operator's inputs failed; the operator retries. See the operator log for the API error.")
 		return ctrl.Result{}, err
 	}
-	switch driver.Spec.ManagementState {
+	p, err := Desired(r.Decoder, r.Config, *s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	appliers := plan.Appliers{plan.Guest: apply.New(r.Guest, names.FieldOwnerGuest).Adopting(names.LegacyFieldOwners...)}
+
+	switch p.ManagementState {
 	case operatorv1.Unmanaged:
-		setUnmanaged(st, in.DaemonSet)
+		setNodeConditions(st, s.DaemonSet, "", nil)
+		st.Unmanaged(names.ConditionNodeProgressing, names.ConditionNodeDegraded,
+			names.ConditionStaticResourcesDegraded, names.ConditionStorageClassDegraded)
 		return ctrl.Result{}, nil
 	case operatorv1.Removed:
-		err := r.remove(ctx)
-		setRemoved(st, err)
+		err := appliers.Delete(ctx, log, p.Delete)
+		st.Removed(names.ConditionNodeAvailable, names.ConditionNodeProgressing, names.ConditionNodeDegraded,
+			err, "the CSI node plugin, CSIDriver, StorageClass and VolumeSnapshotClass",
+			names.ConditionStaticResourcesDegraded, names.ConditionStorageClassDegraded)
 		return ctrl.Result{}, err
 	}
 
-	guest := apply.New(r.Guest, names.FieldOwnerGuest).Adopting(names.LegacyFieldOwners...)
-	staticErr := r.applyStatic(ctx, guest)
-	st.FoldError(names.ConditionStaticResourcesDegraded, staticErr, names.ReasonApplyFailed,
+	if len(p.Problems) > 0 {
+		st.True(names.ConditionGuestConfigDegraded, names.ReasonInvalidConfig, strings.Join(p.Problems, " "))
+	} else {
+		st.False(names.ConditionGuestConfigDegraded, names.ReasonAsExpected, "")
+	}
+
+	failed := appliers.Apply(ctx, log, p.Apply)
+	if p.SnapshotClass && failed[groupClasses] == nil {
+		if err := r.snapshotClasses.Start(r.watchSnapshotClasses); err != nil {
+			failed[groupClasses] = err
+		}
+	}
+	if err := appliers.Delete(ctx, log, p.Delete); err != nil {
+		failed[groupClasses] = errors.Join(failed[groupClasses], err)
+	}
+
+	st.FoldError(names.ConditionStaticResourcesDegraded, failed[groupStatic], names.ReasonApplyFailed,
 		"Applying the CSI driver's ServiceAccount, RBAC or CSIDriver failed; the operator retries. See the operator log for the API error.")
-
-	var nodeErr error
-	switch {
-	case verbosity == 0:
-		// An unknown log level: leave the DaemonSet as it is.
-		setNodeConditions(st, in.DaemonSet, "", nil)
-	case in.CloudConf == nil:
-		setNodeConditions(st, in.DaemonSet, fmt.Sprintf("Waiting for ConfigMap %s/%s, which the controlplane manager writes.", names.GuestNamespace, r.Config.nodeCloudConfName()), nil)
-	default:
-		nodeErr = r.applyNode(ctx, guest, in.CloudConf, verbosity)
-		setNodeConditions(st, in.DaemonSet, "", nodeErr)
-	}
-
-	scErr := r.reconcileStorageClass(ctx, guest, scState, in)
-	st.FoldError(names.ConditionStorageClassDegraded, scErr, names.ReasonApplyFailed,
+	setNodeConditions(st, s.DaemonSet, p.NodeWaiting, failed[groupNode])
+	st.FoldError(names.ConditionStorageClassDegraded, failed[groupClasses], names.ReasonApplyFailed,
 		"Applying the StorageClass or VolumeSnapshotClass failed; the operator retries. See the operator log for the API error.")
-	return ctrl.Result{}, errors.Join(staticErr, nodeErr, scErr)
+	return ctrl.Result{}, errors.Join(failed[groupStatic], failed[groupNode], failed[groupClasses])
 }
 
-func (r *Reconciler) readInputs(ctx context.Context) (*guestInputs, error) {
-	in := &guestInputs{CloudConf: &corev1.ConfigMap{}, DaemonSet: &appsv1.DaemonSet{}, StorageClass: &storagev1.StorageClass{}}
-	get := func(key client.ObjectKey, obj client.Object) (bool, error) {
-		if err := r.Guest.Get(ctx, key, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			return false, fmt.Errorf("reading %s: %w", key, err)
+// readState reads what the guest manager decides from; a missing object is not an error.
+func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCSIDriver) (*State, error) {
+	s := &State{Driver: driver}
+	var (
+		cloudConf corev1.ConfigMap
+		ds        appsv1.DaemonSet
+		sc        storagev1.StorageClass
+		crd       apiextensionsv1.CustomResourceDefinition
+		scs       storagev1.StorageClassList
+	)
+	get := func(key client.ObjectKey, obj client.Object, found func()) error {
+		ok, err := clusters.GetOptional(ctx, r.Guest, key, obj)
+		if ok {
+			found()
 		}
-		return true, nil
-	}
-	if ok, err := get(client.ObjectKey{Namespace: names.GuestNamespace, Name: r.Config.nodeCloudConfName()}, in.CloudConf); err != nil {
-		return nil, err
-	} else if !ok {
-		in.CloudConf = nil
-	}
-	if ok, err := get(client.ObjectKey{Namespace: names.GuestNamespace, Name: names.NodeDaemonSet}, in.DaemonSet); err != nil {
-		return nil, err
-	} else if !ok {
-		in.DaemonSet = nil
-	}
-	if ok, err := get(client.ObjectKey{Name: names.StorageClass}, in.StorageClass); err != nil {
-		return nil, err
-	} else if !ok {
-		in.StorageClass = nil
-	}
-	scs := &storagev1.StorageClassList{}
-	if err := r.Guest.List(ctx, scs); err != nil {
-		return nil, fmt.Errorf("listing StorageClasses: %w", err)
-	}
-	in.StorageClasses = scs.Items
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	ok, err := get(client.ObjectKey{Name: names.VolumeSnapshotClassCRD}, crd)
-	if err != nil {
-		return nil, err
-	}
-	in.SnapshotCRD = ok && clusters.Established(crd)
-	return in, nil
-}
-
-func (r *Reconciler) applyStatic(ctx context.Context, a *apply.Applier) error {
-	objs, err := desiredStaticObjects(r.Decoder, r.Config.HyperShift)
-	if err != nil {
-		return fmt.Errorf("computing the static objects: %w", err)
-	}
-	for _, o := range objs {
-		if _, err := a.Apply(ctx, o); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (r *Reconciler) applyNode(ctx context.Context, a *apply.Applier, cloudConf *corev1.ConfigMap, verbosity int) error {
-	ds, err := desiredNodeFor(r.Decoder, r.Config, cloudConf, verbosity)
-	if err != nil {
-		return fmt.Errorf("computing the node DaemonSet: %w", err)
-	}
-	_, err = a.Apply(ctx, ds)
-	return err
-}
-
-// desiredNodeFor returns the node DaemonSet for the node cloud-conf as it is in the guest.
-func desiredNodeFor(d *manifests.Decoder, cfg Config, cloudConf *corev1.ConfigMap, verbosity int) (*appsv1.DaemonSet, error) {
-	return desiredNode(d, nodeInputs{
-		Images:        cfg.Images,
-		Verbosity:     verbosity,
-		Topology:      cloudConf.Data[names.KeyEnableTopology] == "true",
-		CloudConfName: cfg.nodeCloudConfName(),
-		CloudConfHash: confighash.ConfigMap(cloudConf),
-	})
-}
-
-// reconcileStorageClass honours spec.storageClassState for standard-csi, and applies the
-// VolumeSnapshotClass once its CRD exists.
-func (r *Reconciler) reconcileStorageClass(ctx context.Context, a *apply.Applier, state operatorv1.StorageClassStateName, in *guestInputs) error {
-	var errs []error
-	switch state {
-	case operatorv1.UnmanagedStorageClass:
-	case operatorv1.RemovedStorageClass:
-		if _, err := a.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: names.StorageClass}}); err != nil {
-			errs = append(errs, err)
-		}
-	default:
-		sc, err := desiredStorageClass(r.Decoder, defaultClassValue(in.StorageClass, in.StorageClasses))
-		if err == nil {
-			_, err = a.Apply(ctx, sc)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if in.SnapshotCRD {
-		if err := r.startSnapshotWatch(); err != nil {
-			errs = append(errs, err)
-		}
-		vsc, err := desiredVolumeSnapshotClass(r.Decoder)
-		if err == nil {
-			_, err = a.Apply(ctx, vsc)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// startSnapshotWatch watches VolumeSnapshotClasses, so a deleted one is recreated.
-func (r *Reconciler) startSnapshotWatch() error {
-	var err error
-	r.watchSnapshots.Do(func() {
-		err = r.controller.Watch(source.Kind(r.cluster.GetCache(), client.Object(&snapshotv1.VolumeSnapshotClass{}), enqueueDriver))
-	})
-	return err
-}
-
-// remove deletes what this manager created, for managementState Removed.
-func (r *Reconciler) remove(ctx context.Context) error {
-	a := apply.New(r.Guest, names.FieldOwnerGuest)
-	objs := []client.Object{
-		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: names.NodeDaemonSet}},
-		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: names.StorageClass}},
-	}
-	static, err := desiredStaticObjects(r.Decoder, r.Config.HyperShift)
-	if err != nil {
 		return err
 	}
-	objs = append(objs, static...)
-	var errs []error
-	for _, o := range objs {
-		if _, err := a.Delete(ctx, o); err != nil {
-			errs = append(errs, err)
-		}
+	err := errors.Join(
+		get(client.ObjectKey{Namespace: names.GuestNamespace, Name: names.NodeCloudConf(r.Config.HyperShift)}, &cloudConf, func() { s.CloudConf = &cloudConf }),
+		get(client.ObjectKey{Namespace: names.GuestNamespace, Name: names.NodeDaemonSet}, &ds, func() { s.DaemonSet = &ds }),
+		get(client.ObjectKey{Name: names.StorageClass}, &sc, func() { s.StorageClass = &sc }),
+		get(client.ObjectKey{Name: names.VolumeSnapshotClassCRD}, &crd, func() { s.SnapshotCRD = clusters.Established(&crd) }),
+	)
+	if err != nil {
+		return nil, err
 	}
-	return errors.Join(errs...)
+	if err := r.Guest.List(ctx, &scs); err != nil {
+		return nil, fmt.Errorf("listing StorageClasses: %w", err)
+	}
+	s.StorageClasses = scs.Items
+	return s, nil
 }
 
-// writeStatus applies this manager's conditions and status.observedGeneration, and records an
-// Event for every condition that turned Degraded or recovered.
-func (r *Reconciler) writeStatus(ctx context.Context, driver *operatorv1.ClusterCSIDriver, st *conditions.Set) error {
-	conds := st.List()
-	conditions.RecordTransitions(r.Recorder, driver, conds)
-	return conditions.ApplyStatus(ctx, apply.New(r.Guest, names.FieldOwnerGuest), driver.Name, conds, &driver.Generation)
-}
-
-func setUnmanaged(st *conditions.Set, ds *appsv1.DaemonSet) {
-	const msg = "managementState is Unmanaged: the operator changes nothing."
-	setNodeConditions(st, ds, "", nil)
-	st.False(names.ConditionNodeProgressing, names.ReasonUnmanaged, msg)
-	st.False(names.ConditionNodeDegraded, names.ReasonUnmanaged, msg)
-	st.False(names.ConditionStaticResourcesDegraded, names.ReasonUnmanaged, msg)
-	st.False(names.ConditionStorageClassDegraded, names.ReasonUnmanaged, msg)
-}
-
-func setRemoved(st *conditions.Set, err error) {
-	const msg = "managementState is Removed: the CSI node plugin, CSIDriver and StorageClass are removed."
-	st.True(names.ConditionNodeAvailable, names.ReasonRemoved, msg)
-	st.False(names.ConditionNodeProgressing, names.ReasonRemoved, msg)
-	st.FoldError(names.ConditionNodeDegraded, err, names.ReasonApplyFailed, "Removing the guest objects failed; the operator retries.")
-	st.False(names.ConditionStaticResourcesDegraded, names.ReasonRemoved, msg)
-	st.False(names.ConditionStorageClassDegraded, names.ReasonRemoved, msg)
+// watchSnapshotClasses watches VolumeSnapshotClasses, so a deleted one is recreated.
+func (r *Reconciler) watchSnapshotClasses() error {
+	err := r.controller.Watch(source.Kind(r.cluster.GetCache(), client.Object(&snapshotv1.VolumeSnapshotClass{}), enqueueDriver))
+	if err != nil {
+		return fmt.Errorf("watching VolumeSnapshotClasses: %w", err)
+	}
+	return nil
 }

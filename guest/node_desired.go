@@ -6,15 +6,14 @@ import (
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 // hashCloudConf names the node's cloud-conf hash annotation.
@@ -28,15 +27,6 @@ type nodeInputs struct {
 	CloudConfName string
 	// CloudConfHash is the hash of the node cloud-conf as it is in the guest.
 	CloudConfHash string
-}
-
-func managed(obj client.Object) {
-	l := obj.GetLabels()
-	if l == nil {
-		l = map[string]string{}
-	}
-	l[names.ManagedByLabel] = names.ManagedByValue
-	obj.SetLabels(l)
 }
 
 // desiredStaticObjects returns the node ServiceAccount, its RBAC and the CSIDriver, in apply
@@ -56,9 +46,7 @@ func desiredStaticObjects(d *manifests.Decoder, hyperShift bool) ([]client.Objec
 		}
 		objs = append(objs, o...)
 	}
-	for _, o := range objs {
-		managed(o)
-	}
+	plan.Managed(objs...)
 	return objs, nil
 }
 
@@ -68,7 +56,7 @@ func desiredNode(d *manifests.Decoder, in nodeInputs) (*appsv1.DaemonSet, error)
 	if err != nil {
 		return nil, err
 	}
-	managed(ds)
+	plan.Managed(ds)
 	pod := &ds.Spec.Template.Spec
 	verbosity := "--v=" + strconv.Itoa(in.Verbosity)
 	byName := map[string]string{
@@ -89,12 +77,7 @@ func desiredNode(d *manifests.Decoder, in nodeInputs) (*appsv1.DaemonSet, error)
 			c.Args = append(c.Args, "--with-topology="+strconv.FormatBool(in.Topology))
 		}
 		c.Args = append(c.Args, verbosity)
-		c.ImagePullPolicy = corev1.PullIfNotPresent
-		c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
-		if c.SecurityContext == nil {
-			c.SecurityContext = &corev1.SecurityContext{}
-		}
-		c.SecurityContext.ReadOnlyRootFilesystem = ptr.To(true)
+		plan.Harden(c)
 	}
 	for i := range pod.Volumes {
 		if v := &pod.Volumes[i]; v.ConfigMap != nil && v.ConfigMap.Name == names.CloudConfConfigMap {
@@ -112,7 +95,7 @@ func desiredStorageClass(d *manifests.Decoder, isDefault string) (*storagev1.Sto
 	if err != nil {
 		return nil, err
 	}
-	managed(sc)
+	plan.Managed(sc)
 	if sc.Annotations == nil {
 		sc.Annotations = map[string]string{}
 	}
@@ -143,6 +126,6 @@ func desiredVolumeSnapshotClass(d *manifests.Decoder) (*snapshotv1.VolumeSnapsho
 	if err != nil {
 		return nil, err
 	}
-	managed(vsc)
+	plan.Managed(vsc)
 	return vsc, nil
 }

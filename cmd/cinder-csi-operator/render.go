@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	configv1 "github.com/openshift/api/config/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
@@ -23,6 +24,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 // runRender prints, offline, the objects the operator would apply for the given inputs, for
@@ -55,9 +57,9 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	in := controlplane.RenderInputs{EnableTopology: *topology, ServiceMonitorCRD: *monitor}
-	in.Config.HyperShift = hyperShift
-	if in.Config.Images, err = images.ControllerImages(os.LookupEnv, hyperShift); err != nil {
+	var cpCfg controlplane.Config
+	cpCfg.HyperShift = hyperShift
+	if cpCfg.Images, err = images.ControllerImages(os.LookupEnv, hyperShift); err != nil {
 		return err
 	}
 	var gCfg guest.Config
@@ -65,11 +67,13 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	if gCfg.Images, err = images.NodeImages(os.LookupEnv); err != nil {
 		return err
 	}
+	cp := controlplane.State{Inputs: controlplane.Inputs{ServiceMonitorCRD: *monitor}, Detection: controlplane.Offline(*topology)}
+	in := &cp.Inputs
 	files := []struct {
 		path string
 		into any
 	}{
-		{*credsFile, &in.Credentials}, {*caFile, &in.CAConfigMap}, {*userFile, &in.UserConfig}, {*driverFile, &in.Driver},
+		{*credsFile, &in.Credentials}, {*caFile, &in.CAConfigMap}, {*userFile, &in.UserConfig}, {*driverFile, &cp.Driver},
 		{*hcpFile, &in.HCP}, {*infraFile, &in.Infrastructure}, {*proxyFile, &in.Proxy},
 	}
 	for _, f := range files {
@@ -80,13 +84,16 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if cp.Driver == nil {
+		cp.Driver = &operatorv1.ClusterCSIDriver{}
+	}
 	switch {
 	case *namespace != "":
-		in.Config.Namespace = *namespace
+		cpCfg.Namespace = *namespace
 	case hyperShift && in.HCP != nil:
-		in.Config.Namespace = in.HCP.Namespace
+		cpCfg.Namespace = in.HCP.Namespace
 	case !hyperShift:
-		in.Config.Namespace = names.GuestNamespace
+		cpCfg.Namespace = names.GuestNamespace
 	}
 	if hyperShift && in.HCP == nil {
 		return errors.New("--hcp-file is required in hypershift mode")
@@ -95,20 +102,40 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 		return errors.New("--infrastructure-file is required in standalone mode")
 	}
 
+	// The plans the managers execute, from the same pure functions.
 	d := manifests.NewDecoder(scheme)
-	mgmt, nodeConf, err := controlplane.Render(d, in)
-	if err != nil {
-		return fmt.Errorf("invalid input: %w", err)
-	}
-	guestObjs, err := guest.Render(d, guest.RenderInputs{Config: gCfg, Driver: in.Driver, CloudConf: nodeConf, SnapshotCRD: true})
+	cpPlan, err := controlplane.Desired(d, cpCfg, cp)
 	if err != nil {
 		return err
 	}
+	if msgs := cpPlan.ProblemMessages(); len(msgs) > 0 {
+		return fmt.Errorf("invalid input: %s", strings.Join(msgs, " "))
+	}
+	g := guest.State{Driver: cp.Driver, SnapshotCRD: true}
+	for _, st := range cpPlan.Apply {
+		if cm, ok := st.Object.(*corev1.ConfigMap); ok && st.Cluster == plan.Guest && cm.Name == names.NodeCloudConf(hyperShift) {
+			g.CloudConf = cm
+		}
+	}
+	guestPlan, err := guest.Desired(d, gCfg, g)
+	if err != nil {
+		return err
+	}
+
 	var out bytes.Buffer
-	section := func(title string, objs []client.Object) error {
+	section := func(title string, steps []plan.Step, c plan.Cluster, identities bool) error {
+		var objs []client.Object
+		for _, st := range steps {
+			if st.Cluster == c {
+				objs = append(objs, st.Object)
+			}
+		}
+		if len(objs) == 0 {
+			return nil
+		}
 		fmt.Fprintf(&out, "# %s\n", title)
 		for _, o := range objs {
-			b, err := toYAML(scheme, o)
+			b, err := toYAML(scheme, o, identities)
 			if err != nil {
 				return err
 			}
@@ -117,19 +144,27 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	mgmtTitle := "Applied by the controlplane manager to the management cluster, namespace " + in.Config.Namespace
-	guestTitle := "Applied by the controlplane manager to the guest cluster"
+	mgmtTitle := "the management cluster, namespace " + cpCfg.Namespace
+	guestTitle := "the guest cluster"
 	if !hyperShift {
-		mgmtTitle, guestTitle = "Applied by the operator (controller side)", "Applied by the operator (node copy of cloud-conf)"
+		mgmtTitle, guestTitle = "the cluster (controller side)", "the cluster (node copy of cloud-conf)"
 	}
-	if err := section(mgmtTitle, mgmt); err != nil {
-		return err
-	}
-	if err := section(guestTitle, []client.Object{nodeConf}); err != nil {
-		return err
-	}
-	if err := section("Applied by the guest manager (the VolumeSnapshotClass only where its CRD exists)", guestObjs); err != nil {
-		return err
+	for _, sec := range []struct {
+		title  string
+		steps  []plan.Step
+		c      plan.Cluster
+		delete bool
+	}{
+		{"Applied by the controlplane manager to " + mgmtTitle, cpPlan.Apply, plan.Management, false},
+		{"Applied by the controlplane manager to " + guestTitle, cpPlan.Apply, plan.Guest, false},
+		{"Applied by the guest manager (the VolumeSnapshotClass only where its CRD exists)", guestPlan.Apply, plan.Guest, false},
+		{"Deleted by the controlplane manager from " + mgmtTitle, cpPlan.Delete, plan.Management, true},
+		{"Deleted by the controlplane manager from " + guestTitle, cpPlan.Delete, plan.Guest, true},
+		{"Deleted by the guest manager", guestPlan.Delete, plan.Guest, true},
+	} {
+		if err := section(sec.title, sec.steps, sec.c, sec.delete); err != nil {
+			return err
+		}
 	}
 	_, err = stdout.Write(out.Bytes())
 	return err
@@ -180,8 +215,9 @@ func readObject(path string, into any) error {
 	return nil
 }
 
-// toYAML serialises obj with its apiVersion and kind, without empty status or server fields.
-func toYAML(scheme *runtime.Scheme, obj client.Object) ([]byte, error) {
+// toYAML serialises obj with its apiVersion and kind, without empty status or server fields; only
+// apiVersion, kind and metadata when identity is set (an object to delete).
+func toYAML(scheme *runtime.Scheme, obj client.Object, identity bool) ([]byte, error) {
 	gvk, err := apiutil.GVKForObject(obj, scheme)
 	if err != nil {
 		return nil, err
@@ -193,6 +229,13 @@ func toYAML(scheme *runtime.Scheme, obj client.Object) ([]byte, error) {
 		return nil, err
 	}
 	delete(m, "status")
+	if identity {
+		for k := range m {
+			if k != "apiVersion" && k != "kind" && k != "metadata" {
+				delete(m, k)
+			}
+		}
+	}
 	if meta, ok := m["metadata"].(map[string]any); ok {
 		delete(meta, "creationTimestamp")
 	}

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 )
 
@@ -77,6 +78,25 @@ func TestRunRender(t *testing.T) {
 		g.Expect(run(append(args, "--servicemonitor=false"), &out, &errOut)).To(Equal(0), errOut.String())
 		g.Expect(documents(t, out.String())).NotTo(ContainElement("ServiceMonitor/openstack-cinder-csi-driver-controller-monitor"))
 	})
+	// The fixtures are the whole output: what a user reviews in a GitOps diff.
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{name: "When rendering a hosted cluster, it should print the fixture", args: []string{"--mode=hypershift",
+			"--hcp-file=testdata/hcp.yaml", "--credentials-file=testdata/credentials.yaml", "--enable-topology=true"}},
+		{name: "When rendering a standalone cluster, it should print the fixture", args: []string{"--mode=standalone",
+			"--infrastructure-file=testdata/infrastructure-shiftstack.yaml", "--credentials-file=testdata/credentials.yaml"}},
+		{name: "When rendering a hosted cluster whose driver is Removed, it should print what is deleted", args: []string{"--mode=hypershift",
+			"--hcp-file=testdata/hcp.yaml", "--credentials-file=testdata/credentials.yaml", "--clustercsidriver-file=testdata/clustercsidriver-removed.yaml"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var out, errOut bytes.Buffer
+			g.Expect(run(append([]string{"render"}, tt.args...), &out, &errOut)).To(Equal(0), errOut.String())
+			golden.CompareTextWithFixture(t, out.Bytes())
+		})
+	}
 	t.Run("When an image variable is missing, it should fail naming it", func(t *testing.T) {
 		g := NewWithT(t)
 		t.Setenv(images.EnvAttacher, "")

@@ -126,15 +126,6 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 	return p, nil
 }
 
-// Pids returns the processes' IDs, by position (controlplane then guest, or standalone).
-func (p *Processes) Pids() []int {
-	var pids []int
-	for _, op := range p.procs {
-		pids = append(pids, op.cmd.Process.Pid)
-	}
-	return pids
-}
-
 // Exited receives an error naming the manager when one of the processes ends before Stop: an
 // operator that cannot start (a bad flag, an unreadable kubeconfig) exits at once, and a caller
 // waiting for the driver to become available should say so rather than time out.

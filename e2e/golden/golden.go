@@ -42,8 +42,14 @@ func CompareWithFixture(t testing.TB, objs ...any) {
 	if err != nil {
 		t.Fatalf("Serialising objects for the fixture: %v", err)
 	}
-	path := FixturePath(t.Name())
+	CompareTextWithFixture(t, got)
+}
 
+// CompareTextWithFixture compares got, as it is, with the test's fixture (see CompareWithFixture),
+// or writes it there with UPDATE=1.
+func CompareTextWithFixture(t testing.TB, got []byte) {
+	t.Helper()
+	path := FixturePath(t.Name())
 	if update() {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatalf("Creating the fixture directory: %v", err)
@@ -54,13 +60,12 @@ func CompareWithFixture(t testing.TB, objs ...any) {
 		t.Logf("Wrote fixture %s", path)
 		return
 	}
-
 	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("Reading fixture %s (run with %s=1 to create it): %v", path, UpdateEnv, err)
 	}
 	if d := Diff(string(want), string(got)); d != "" {
-		t.Errorf("Rendered objects differ from fixture %s (run with %s=1 to accept the change, then review the diff):\n%s",
+		t.Errorf("Output differs from fixture %s (run with %s=1 to accept the change, then review the diff):\n%s",
 			path, UpdateEnv, d)
 	}
 }

@@ -91,11 +91,6 @@ func KubeletPath(binDir string, v Versions) string {
 	return filepath.Join(binDir, "kube-"+v.Kube, "kubelet")
 }
 
-// KubectlPath returns the kubectl built with the kubelet.
-func KubectlPath(binDir string, v Versions) string {
-	return filepath.Join(binDir, "kube-"+v.Kube, "kubectl")
-}
-
 // Built is one image tar and the reference it imports as.
 type Built struct {
 	Ref string
@@ -104,15 +99,6 @@ type Built struct {
 
 // Set holds built images by name.
 type Set map[string]Built
-
-// Refs returns the references of the set's images by name.
-func (s Set) Refs() map[string]string {
-	out := make(map[string]string, len(s))
-	for n, b := range s {
-		out[n] = b.Ref
-	}
-	return out
-}
 
 // Tars returns the set's tar files, sorted.
 func (s Set) Tars() []string {
@@ -161,15 +147,6 @@ func Names() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// Ref returns the reference of the named image at versions v.
-func Ref(name string, v Versions) (string, error) {
-	r, ok := recipes[name]
-	if !ok {
-		return "", fmt.Errorf("unknown image %q", name)
-	}
-	return Prefix + name + ":" + r.tag(v), nil
 }
 
 // BuildAll builds every image at the default versions from the binaries under binDir; see Build.

@@ -1,5 +1,5 @@
-// Tests that `cinder-csi-operator render` prints what the operator applies: the render functions
-// run on the live inputs, and applying their output as the managers' field owners must change
+// Tests that `cinder-csi-operator render` prints what the operator applies: the managers' plans
+// computed from the live inputs, and applying their output as the managers' field owners must change
 // nothing in the installed cluster.
 package integration
 
@@ -21,6 +21,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 func TestRenderMatchesApplied(t *testing.T) {
@@ -46,20 +47,37 @@ func TestRenderMatchesApplied(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	d := manifests.NewDecoder(scheme)
 
-	in := controlplane.RenderInputs{
-		Driver: driver(g, e), HCP: &hcps.Items[0], Credentials: creds, CAConfigMap: caCM,
-		// The environment's zones match, so the operator detected topology as enabled.
-		EnableTopology: true,
+	// The environment's zones match, so the operator detected topology as enabled.
+	cpState := controlplane.State{
+		Driver:    driver(g, e),
+		Inputs:    controlplane.Inputs{HCP: &hcps.Items[0], Credentials: creds, CAConfigMap: caCM},
+		Detection: controlplane.Offline(true),
 	}
-	in.Config.HyperShift, in.Config.Namespace, in.Config.Images = true, e.Namespace, ctrlImages
-	mgmtObjs, nodeConf, err := controlplane.Render(d, in)
+	cpPlan, err := controlplane.Desired(d, controlplane.Config{HyperShift: true, Namespace: e.Namespace, Images: ctrlImages}, cpState)
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cpPlan.Problems).To(BeEmpty())
+	var mgmtObjs, guestCPObjs []client.Object
+	var nodeConf *corev1.ConfigMap
+	for _, st := range cpPlan.Apply {
+		if st.Cluster == plan.Management {
+			mgmtObjs = append(mgmtObjs, st.Object)
+			continue
+		}
+		guestCPObjs = append(guestCPObjs, st.Object)
+		nodeConf = st.Object.(*corev1.ConfigMap)
+	}
 	scs := &storagev1.StorageClassList{}
 	g.Expect(e.GuestClient.List(ctx, scs)).To(Succeed())
-	guestObjs, err := guest.Render(d, guest.RenderInputs{
-		Config: guest.Config{HyperShift: true, Images: nodeImages}, Driver: in.Driver, CloudConf: nodeConf, SnapshotCRD: true,
+	liveSC := &storagev1.StorageClass{}
+	g.Expect(e.GuestClient.Get(ctx, client.ObjectKey{Name: names.StorageClass}, liveSC)).To(Succeed())
+	guestPlan, err := guest.Desired(d, guest.Config{HyperShift: true, Images: nodeImages}, guest.State{
+		Driver: cpState.Driver, CloudConf: nodeConf, StorageClass: liveSC, StorageClasses: scs.Items, SnapshotCRD: true,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
+	var guestObjs []client.Object
+	for _, st := range guestPlan.Apply {
+		guestObjs = append(guestObjs, st.Object)
+	}
 
 	// Applying with the managers' own field owners, against the live objects read directly
 	// from the API servers: Unchanged means the request would not even be sent.
@@ -74,7 +92,7 @@ func TestRenderMatchesApplied(t *testing.T) {
 	t.Run("When rendered from the live inputs, the controller side should equal what the controlplane manager applied", func(t *testing.T) {
 		g := NewWithT(t)
 		check(g, e.MgmtClient, names.FieldOwnerControlPlane, mgmtObjs)
-		check(g, e.GuestClient, names.FieldOwnerControlPlane, []client.Object{nodeConf})
+		check(g, e.GuestClient, names.FieldOwnerControlPlane, guestCPObjs)
 	})
 	t.Run("When rendered from the live inputs, the guest side should equal what the guest manager applied", func(t *testing.T) {
 		check(NewWithT(t), e.GuestClient, names.FieldOwnerGuest, guestObjs)

@@ -173,12 +173,3 @@ func (m *Manager) AddCluster(name string, cfg *rest.Config, opts cache.Options) 
 	m.extra = append(m.extra, c)
 	return c, nil
 }
-
-// OtherCluster returns the cluster the manager reaches besides its primary: the secondary cluster
-// in HyperShift mode, the primary itself when the manager talks to a single cluster.
-func (m *Manager) OtherCluster() cluster.Cluster {
-	if m.Secondary != nil {
-		return m.Secondary
-	}
-	return m.Manager
-}

@@ -44,6 +44,18 @@ const (
 	CloudConfNodeConfigMap = "cloud-conf-node"
 )
 
+// NodeCloudConf is the name of the node copy of cloud-conf in the guest namespace, the contract
+// between the two managers: the controlplane manager writes it, the guest manager mounts it into
+// the node plugin. On HyperShift it lives in another cluster than the controller copy and keeps
+// csi-operator's name; in standalone mode it shares the controller copy's namespace and so has a
+// name of its own.
+func NodeCloudConf(hyperShift bool) string {
+	if hyperShift {
+		return CloudConfConfigMap
+	}
+	return CloudConfNodeConfigMap
+}
+
 // Objects the guest manager owns.
 const (
 	NodeDaemonSet      = AssetPrefix + "-node"

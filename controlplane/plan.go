@@ -1,0 +1,199 @@
+package controlplane
+
+import (
+	"fmt"
+	"time"
+
+	operatorv1 "github.com/openshift/api/operator/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+)
+
+// This file is the controlplane manager's whole desired state: one pure function from what the
+// manager read (State) to what it applies and deletes (Plan). The reconciler executes the plan,
+// `cinder-csi-operator render` prints it, and the golden fixtures snapshot it.
+
+// groupController is the plan group the ControllerDegraded condition reports on: every object
+// of this manager.
+const groupController = "controller"
+
+// State is everything the controlplane manager decides from: the ClusterCSIDriver, the objects it
+// read from both clusters, and what the last availability-zone listing said.
+type State struct {
+	Driver    *operatorv1.ClusterCSIDriver
+	Inputs    Inputs
+	Detection Detection
+}
+
+// Detection is what the availability-zone listing said.
+type Detection struct {
+	// Enabled is the decision of the last listing that succeeded, nil when none did.
+	Enabled *bool
+	// Failure is why the latest listing failed; empty when it succeeded or none was made.
+	Failure topology.Reason
+	// ComputeZones and VolumeZones are the zones of the last success, for logs.
+	ComputeZones, VolumeZones []string
+	// RecheckIn is when the zones are due to be listed again; zero when no listing is needed.
+	RecheckIn time.Duration
+}
+
+// Offline is the Detection of an offline render, where no zone can be listed: the given decision,
+// as if a listing had made it.
+func Offline(enabled bool) Detection { return Detection{Enabled: &enabled} }
+
+// Plan is the controlplane manager's desired state for one State.
+type Plan struct {
+	// ManagementState is the ClusterCSIDriver's, "" read as Managed.
+	ManagementState operatorv1.ManagementState
+	// Problems is the invalid or missing input found. When there is any, Apply is empty: the
+	// live objects stay as they are until the input is fixed.
+	Problems []problem
+	// Topology is the decision the objects carry, and why.
+	Topology topologyDecision
+	// Apply holds the objects to apply, in order: the node copy of cloud-conf in the guest, then,
+	// next to the controller, the controller copy, the controller objects and the ServiceMonitor.
+	Apply []plan.Step
+	// Delete holds the identities of the objects to delete: under managementState Removed,
+	// everything this manager creates in either cluster.
+	Delete []plan.Step
+	// ServiceMonitor is set when Apply holds the ServiceMonitor, whose watch starts late.
+	ServiceMonitor bool
+}
+
+// Desired computes the plan for s. It reads nothing and writes nothing. The error is an internal
+// one (an operand manifest that does not decode); invalid input is reported in Plan.Problems.
+func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
+	driver := s.Driver
+	if driver == nil {
+		driver = &operatorv1.ClusterCSIDriver{}
+	}
+	p := &Plan{ManagementState: driver.Spec.ManagementState}
+	switch p.ManagementState {
+	case operatorv1.Unmanaged:
+		return p, nil
+	case operatorv1.Removed:
+		// Everything this manager can create in this mode, whatever the inputs say now: a
+		// removal must not depend on input that may be gone or invalid.
+		all, err := objects(d, rc, &config{ServiceMonitor: s.Inputs.ServiceMonitorCRD}, nil, false)
+		if err != nil {
+			return nil, err
+		}
+		p.Delete = plan.Identities(all)
+		return p, nil
+	}
+
+	cfg, problems := resolve(rc, driver, &s.Inputs)
+	if len(problems) > 0 {
+		p.Problems = problems
+		return p, nil
+	}
+	p.Topology = chooseTopology(cfg.Override, s.Detection, cfg.LastTopology)
+	steps, err := objects(d, rc, cfg, s.Inputs.Credentials, p.Topology.Enabled)
+	if err != nil {
+		return nil, err
+	}
+	p.Apply = steps
+	p.ServiceMonitor = cfg.ServiceMonitor && !rc.HyperShift
+	return p, nil
+}
+
+// objects returns, in apply order, the node copy of cloud-conf for the guest and the objects
+// next to the controller.
+func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.Secret, enableTopology bool) ([]plan.Step, error) {
+	ns := rc.Namespace
+	controllerConf := desiredCloudConf(ns, names.CloudConfConfigMap, cfg.ControllerConf, enableTopology, cfg.CABundle)
+	nodeConf := desiredCloudConf(names.GuestNamespace, names.NodeCloudConf(rc.HyperShift), cfg.NodeConf, enableTopology, "")
+
+	objs, err := desiredControllerObjects(d, controllerInputs{
+		HyperShift:      rc.HyperShift,
+		Namespace:       ns,
+		Images:          rc.Images,
+		ClusterID:       cfg.ClusterID,
+		HighlyAvailable: cfg.HA,
+		NodeSelector:    cfg.NodeSelector,
+		Tolerations:     cfg.Tolerations,
+		PodLabels:       cfg.PodLabels,
+		Verbosity:       cfg.Verbosity,
+		Topology:        enableTopology,
+		Proxy:           cfg.Proxy,
+		TrustedCA:       cfg.TrustedCA != nil,
+		Hashes: map[string]string{
+			// The hash of the ConfigMap as it will be applied, so the first rollout already
+			// carries the final value.
+			hashCloudConf:   confighash.ConfigMap(controllerConf),
+			hashCredentials: confighash.SecretKeys(credentials, names.KeyCloudsYAML),
+			// Standalone only (empty, so no annotation, on HyperShift): a proxy or trusted CA
+			// change rolls the controller.
+			hashProxy:     proxyHash(cfg.Proxy),
+			hashTrustedCA: confighash.ConfigMapKeys(cfg.TrustedCA, names.KeyTrustedCA),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("computing the controller objects: %w", err)
+	}
+	mgmt := append([]client.Object{controllerConf}, objs...)
+	if cfg.ServiceMonitor && !rc.HyperShift {
+		sm, err := desiredServiceMonitor(d, ns)
+		if err != nil {
+			return nil, fmt.Errorf("computing the ServiceMonitor: %w", err)
+		}
+		mgmt = append(mgmt, sm)
+	}
+	return append(plan.Steps(plan.Guest, groupController, nodeConf),
+		plan.Steps(plan.Management, groupController, mgmt...)...), nil
+}
+
+// detectionFor returns what a zone listing for s depends on, and whether one is needed at all: not
+// when the user's cinder-csi-config decides topology, not while the input is invalid, and not
+// unless the driver is Managed.
+func detectionFor(rc Config, s State) (detectionInputs, bool) {
+	if s.Driver == nil {
+		return detectionInputs{}, false
+	}
+	switch s.Driver.Spec.ManagementState {
+	case operatorv1.Unmanaged, operatorv1.Removed:
+		return detectionInputs{}, false
+	}
+	cfg, problems := resolve(rc, s.Driver, &s.Inputs)
+	if len(problems) > 0 || cfg.Override != nil {
+		return detectionInputs{}, false
+	}
+	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle)}, true
+}
+
+// chooseTopology returns the topology decision: the user's override when set; else the detected
+// one. When the latest listing failed, the last known decision stays in force (the one in the
+// live cloud-conf, else the last success in this process), and only without any does it fall back
+// to false, the setting under which volumes can be provisioned whatever the zones are.
+func chooseTopology(override *bool, det Detection, lastKnown *bool) topologyDecision {
+	if override != nil {
+		return topologyDecision{Enabled: *override, Source: sourceOverride}
+	}
+	d := topologyDecision{Failure: det.Failure, ComputeZones: det.ComputeZones, VolumeZones: det.VolumeZones, RecheckIn: det.RecheckIn}
+	switch {
+	case det.Failure == "" && det.Enabled != nil:
+		d.Enabled, d.Source = *det.Enabled, sourceDetected
+	case lastKnown != nil:
+		d.Enabled, d.Source = *lastKnown, sourceLastKnown
+	case det.Enabled != nil:
+		d.Enabled, d.Source = *det.Enabled, sourceLastKnown
+	default:
+		d.Enabled, d.Source = false, sourceDefault
+	}
+	return d
+}
+
+// ProblemMessages returns the messages of the plan's problems, the sentences ConfigDegraded shows.
+func (p *Plan) ProblemMessages() []string {
+	out := make([]string, 0, len(p.Problems))
+	for _, pr := range p.Problems {
+		out = append(out, pr.Message)
+	}
+	return out
+}

@@ -1,0 +1,351 @@
+package controlplane
+
+import (
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	configv1 "github.com/openshift/api/config/v1"
+	operatorv1 "github.com/openshift/api/operator/v1"
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+)
+
+// testCloudsYAML is a clouds.yaml with the default cloud.
+const testCloudsYAML = "clouds: {openstack: {auth: {auth_url: https://keystone.example:5000}}}\n"
+
+// testUserConfig is a cinder-csi-config with one setting, so the fixtures show it carried over.
+const testUserConfig = "[BlockStorage]\nignore-volume-az = true\n"
+
+func managedDriver() *operatorv1.ClusterCSIDriver {
+	return &operatorv1.ClusterCSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: names.ClusterCSIDriverName},
+		Spec:       operatorv1.ClusterCSIDriverSpec{OperatorSpec: operatorv1.OperatorSpec{ManagementState: operatorv1.Managed}},
+	}
+}
+
+func userConfig() *corev1.ConfigMap {
+	return &corev1.ConfigMap{Data: map[string]string{names.KeyUserConfig: testUserConfig}}
+}
+
+// hyperShiftState is a hosted cluster whose HostedControlPlane sets a nodeSelector, a toleration and
+// labels (one of which, app, collides with the operator's own pod label), with the CA (when ca is
+// set) in the credentials Secret, as HyperShift writes it.
+func hyperShiftState(ha bool, ca string) State {
+	creds := &corev1.Secret{Data: map[string][]byte{names.KeyCloudsYAML: []byte(testCloudsYAML)}}
+	if ca != "" {
+		creds.Data[names.KeyCACert] = []byte(ca)
+	}
+	policy := hyperv1.SingleReplica
+	if ha {
+		policy = hyperv1.HighlyAvailable
+	}
+	return State{
+		Driver: managedDriver(),
+		Inputs: Inputs{
+			HCP: &hyperv1.HostedControlPlane{
+				ObjectMeta: metav1.ObjectMeta{Namespace: hcpNamespace, Name: "example"},
+				Spec: hyperv1.HostedControlPlaneSpec{
+					InfraID:                      "example-x7k2p",
+					ControllerAvailabilityPolicy: policy,
+					NodeSelector:                 map[string]string{"node-pool": "control-plane"},
+					Tolerations: []corev1.Toleration{
+						{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "hcp", Effect: corev1.TaintEffectNoSchedule},
+					},
+					Labels: map[string]string{"team": "storage", "app": "hcp-wants-this"},
+				},
+			},
+			Credentials: creds,
+			UserConfig:  userConfig(),
+		},
+	}
+}
+
+func hyperShiftConfig() Config {
+	return Config{HyperShift: true, Namespace: hcpNamespace, Images: testImages()}
+}
+
+// standaloneState is a highly available standalone cluster with the monitoring stack, optionally
+// behind a proxy and with an injected trusted CA bundle.
+func standaloneState(proxy, trustedCA bool) State {
+	s := State{
+		Driver: managedDriver(),
+		Inputs: Inputs{
+			Infrastructure: &configv1.Infrastructure{
+				ObjectMeta: metav1.ObjectMeta{Name: names.InfrastructureName},
+				Status: configv1.InfrastructureStatus{
+					InfrastructureName:   "ocp-4r7kz",
+					ControlPlaneTopology: configv1.HighlyAvailableTopologyMode,
+				},
+			},
+			Credentials:       &corev1.Secret{Data: map[string][]byte{names.KeyCloudsYAML: []byte(testCloudsYAML)}},
+			CAConfigMap:       &corev1.ConfigMap{Data: map[string]string{names.KeyCABundle: testCA}},
+			UserConfig:        userConfig(),
+			ServiceMonitorCRD: true,
+		},
+	}
+	if proxy {
+		s.Inputs.Proxy = &configv1.Proxy{Status: configv1.ProxyStatus{
+			HTTPProxy: "http://proxy.example:3128", HTTPSProxy: "http://proxy.example:3128", NoProxy: ".cluster.local,10.0.0.0/16",
+		}}
+	}
+	if trustedCA {
+		s.Inputs.TrustedCA = &corev1.ConfigMap{Data: map[string]string{names.KeyTrustedCA: testCA}}
+	}
+	return s
+}
+
+func standaloneConfig() Config {
+	return Config{Namespace: names.GuestNamespace, Images: testImages()}
+}
+
+func desiredPlan(g Gomega, t testing.TB, rc Config, s State) *Plan {
+	p, err := Desired(testDecoder(t), rc, s)
+	g.Expect(err).NotTo(HaveOccurred())
+	return p
+}
+
+func stepObjects(steps []plan.Step) []any {
+	out := make([]any, len(steps))
+	for i, s := range steps {
+		out[i] = s.Object
+	}
+	return out
+}
+
+// stepNames names each step as cluster/Kind/namespace/name.
+func stepNames(steps []plan.Step) []string {
+	out := make([]string, len(steps))
+	for i, s := range steps {
+		out[i] = fmt.Sprintf("%s/%s/%s/%s", s.Cluster, plan.Kind(s.Object), s.Object.GetNamespace(), s.Object.GetName())
+	}
+	return out
+}
+
+// TestDesired snapshots the whole plan of each mode: the fixtures are the review surface of
+// everything the controlplane manager applies.
+func TestDesired(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		rc       Config
+		state    State
+		topology bool
+	}{
+		{name: "When on HyperShift, SingleReplica, without topology or CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(false, "")},
+		{name: "When on HyperShift, SingleReplica, with topology and a CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(false, testCA), topology: true},
+		{name: "When on HyperShift, HighlyAvailable, with topology and a CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(true, testCA), topology: true},
+		{name: "When on HyperShift, HighlyAvailable, without topology or CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(true, "")},
+		{name: "When standalone without proxy or trusted CA, it should match the fixture", rc: standaloneConfig(), state: standaloneState(false, false)},
+		{name: "When standalone behind a proxy, it should match the fixture", rc: standaloneConfig(), state: standaloneState(true, false), topology: true},
+		{name: "When standalone with a trusted CA bundle, it should match the fixture", rc: standaloneConfig(), state: standaloneState(false, true)},
+		{name: "When standalone behind a proxy with a trusted CA bundle, it should match the fixture", rc: standaloneConfig(), state: standaloneState(true, true), topology: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			tt.state.Detection = Offline(tt.topology)
+			p := desiredPlan(g, t, tt.rc, tt.state)
+			g.Expect(p.Problems).To(BeEmpty())
+			g.Expect(p.Delete).To(BeEmpty())
+			golden.CompareWithFixture(t, stepObjects(p.Apply)...)
+		})
+	}
+
+	t.Run("When on HyperShift, it should write the node copy to the guest first, then the controller's objects next to it in apply order", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		p := desiredPlan(g, t, hyperShiftConfig(), hyperShiftState(false, testCA))
+		g.Expect(stepNames(p.Apply)).To(Equal([]string{
+			"guest/ConfigMap/openshift-cluster-csi-drivers/cloud-conf",
+			"management/ConfigMap/clusters-example/cloud-conf",
+			"management/ServiceAccount/clusters-example/openstack-cinder-csi-driver-controller-sa",
+			"management/Service/clusters-example/openstack-cinder-csi-driver-controller-metrics",
+			"management/PodDisruptionBudget/clusters-example/openstack-cinder-csi-driver-controller-pdb",
+			"management/Deployment/clusters-example/openstack-cinder-csi-driver-controller",
+		}))
+		for _, s := range p.Apply {
+			g.Expect(s.Group).To(Equal(groupController))
+			g.Expect(s.Object.GetLabels()).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue), s.Object.GetName())
+		}
+	})
+
+	t.Run("When standalone, it should give the node copy a name of its own and apply the ServiceMonitor last", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		p := desiredPlan(g, t, standaloneConfig(), standaloneState(false, true))
+		g.Expect(stepNames(p.Apply)).To(Equal([]string{
+			"guest/ConfigMap/openshift-cluster-csi-drivers/cloud-conf-node",
+			"management/ConfigMap/openshift-cluster-csi-drivers/cloud-conf",
+			"management/ConfigMap/openshift-cluster-csi-drivers/openstack-cinder-csi-driver-trusted-ca-bundle",
+			"management/ServiceAccount/openshift-cluster-csi-drivers/openstack-cinder-csi-driver-controller-sa",
+			"management/Service/openshift-cluster-csi-drivers/openstack-cinder-csi-driver-controller-metrics",
+			"management/PodDisruptionBudget/openshift-cluster-csi-drivers/openstack-cinder-csi-driver-controller-pdb",
+			"management/Deployment/openshift-cluster-csi-drivers/openstack-cinder-csi-driver-controller",
+			"management/ServiceMonitor/openshift-cluster-csi-drivers/" + names.ControllerServiceMonitor,
+		}))
+		g.Expect(p.ServiceMonitor).To(BeTrue())
+	})
+
+	t.Run("When standalone without the ServiceMonitor CRD, it should not apply a ServiceMonitor", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := standaloneState(false, false)
+		s.Inputs.ServiceMonitorCRD = false
+		p := desiredPlan(g, t, standaloneConfig(), s)
+		g.Expect(stepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("ServiceMonitor")))
+		g.Expect(p.ServiceMonitor).To(BeFalse())
+	})
+
+	t.Run("When on HyperShift, it should never apply a ServiceMonitor, even where the kind is served", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := hyperShiftState(false, "")
+		s.Inputs.ServiceMonitorCRD = true
+		p := desiredPlan(g, t, hyperShiftConfig(), s)
+		g.Expect(stepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("ServiceMonitor")))
+		g.Expect(p.ServiceMonitor).To(BeFalse())
+	})
+
+	t.Run("When Unmanaged, it should plan nothing", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := hyperShiftState(false, "")
+		s.Driver.Spec.ManagementState = operatorv1.Unmanaged
+		p := desiredPlan(g, t, hyperShiftConfig(), s)
+		g.Expect(p.Apply).To(BeEmpty())
+		g.Expect(p.Delete).To(BeEmpty())
+	})
+
+	t.Run("When the input is invalid, it should plan no apply and report every problem", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := hyperShiftState(false, "")
+		s.Inputs.Credentials = nil
+		s.Driver.Spec.LogLevel = "Loud"
+		p := desiredPlan(g, t, hyperShiftConfig(), s)
+		g.Expect(p.Apply).To(BeEmpty())
+		g.Expect(p.Delete).To(BeEmpty())
+		g.Expect(p.Problems).To(HaveLen(2))
+		g.Expect(p.ProblemMessages()).To(ContainElement(ContainSubstring("spec.logLevel")))
+		g.Expect(p.ProblemMessages()).To(ContainElement(ContainSubstring("does not exist")))
+	})
+}
+
+// TestDesiredRemoved checks that managementState Removed deletes exactly what Managed applies, in
+// both modes, whatever state the inputs are in: the removal list is not written by hand.
+func TestDesiredRemoved(t *testing.T) {
+	t.Parallel()
+	identities := func(steps []plan.Step) []string { return stepNames(plan.Identities(steps)) }
+	for _, tt := range []struct {
+		name  string
+		rc    Config
+		state State
+	}{
+		{name: "on HyperShift", rc: hyperShiftConfig(), state: hyperShiftState(true, testCA)},
+		{name: "standalone with the ServiceMonitor CRD", rc: standaloneConfig(), state: standaloneState(true, true)},
+		{name: "standalone without the ServiceMonitor CRD", rc: standaloneConfig(), state: func() State {
+			s := standaloneState(false, false)
+			s.Inputs.ServiceMonitorCRD = false
+			return s
+		}()},
+	} {
+		t.Run("When Removed "+tt.name+", it should delete every object Managed applies, and apply nothing", func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			managed := desiredPlan(g, t, tt.rc, tt.state)
+			removed := tt.state
+			removed.Driver = managedDriver()
+			removed.Driver.Spec.ManagementState = operatorv1.Removed
+			p := desiredPlan(g, t, tt.rc, removed)
+			g.Expect(p.Apply).To(BeEmpty())
+			g.Expect(stepNames(p.Delete)).To(ConsistOf(identities(managed.Apply)))
+			for _, s := range p.Delete {
+				g.Expect(s.Object.GetLabels()).To(BeEmpty(), "a deletion carries only an identity")
+			}
+		})
+		t.Run("When Removed "+tt.name+" with the inputs gone, it should still delete every object", func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			managed := desiredPlan(g, t, tt.rc, tt.state)
+			removed := State{Driver: managedDriver(), Inputs: Inputs{ServiceMonitorCRD: tt.state.Inputs.ServiceMonitorCRD}}
+			removed.Driver.Spec.ManagementState = operatorv1.Removed
+			p := desiredPlan(g, t, tt.rc, removed)
+			g.Expect(stepNames(p.Delete)).To(ConsistOf(identities(managed.Apply)))
+		})
+	}
+}
+
+func TestChooseTopology(t *testing.T) {
+	t.Parallel()
+	yes, no := true, false
+	for _, tt := range []struct {
+		name       string
+		override   *bool
+		det        Detection
+		lastKnown  *bool
+		want       bool
+		wantSource string
+	}{
+		{name: "When the user overrides, it should use the override over a detection", override: &no, det: Detection{Enabled: &yes}, want: false, wantSource: sourceOverride},
+		{name: "When the listing succeeded, it should use it over the last known", det: Detection{Enabled: &yes}, lastKnown: &no, want: true, wantSource: sourceDetected},
+		{name: "When the listing failed, it should keep the decision in the live cloud-conf", det: Detection{Enabled: &yes, Failure: topology.ReasonUnreachable}, lastKnown: &no, want: false, wantSource: sourceLastKnown},
+		{name: "When the listing failed without a live decision, it should keep this process's last success", det: Detection{Enabled: &yes, Failure: topology.ReasonUnreachable}, want: true, wantSource: sourceLastKnown},
+		{name: "When nothing is known, it should fall back to false", det: Detection{Failure: topology.ReasonUnreachable}, want: false, wantSource: sourceDefault},
+		{name: "When no listing was made and a live decision exists, it should keep it", lastKnown: &yes, want: true, wantSource: sourceLastKnown},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			d := chooseTopology(tt.override, tt.det, tt.lastKnown)
+			g.Expect(d.Enabled).To(Equal(tt.want))
+			g.Expect(d.Source).To(Equal(tt.wantSource))
+			g.Expect(d.Failure).To(Equal(map[bool]topology.Reason{true: "", false: tt.det.Failure}[tt.override != nil]))
+		})
+	}
+}
+
+func TestDetectionFor(t *testing.T) {
+	t.Parallel()
+	withOverride := hyperShiftState(false, testCA)
+	withOverride.Inputs.UserConfig.Data[names.KeyEnableTopology] = "true"
+	invalid := hyperShiftState(false, "")
+	invalid.Inputs.Credentials = nil
+	removed := hyperShiftState(false, "")
+	removed.Driver.Spec.ManagementState = operatorv1.Removed
+	unmanaged := hyperShiftState(false, "")
+	unmanaged.Driver.Spec.ManagementState = operatorv1.Unmanaged
+
+	for _, tt := range []struct {
+		name  string
+		state State
+	}{
+		{name: "When the user decides topology in cinder-csi-config, it should not list zones", state: withOverride},
+		{name: "When the input is invalid, it should not list zones", state: invalid},
+		{name: "When Removed, it should not list zones", state: removed},
+		{name: "When Unmanaged, it should not list zones", state: unmanaged},
+		{name: "When there is no ClusterCSIDriver, it should not list zones", state: State{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, ok := detectionFor(hyperShiftConfig(), tt.state)
+			NewWithT(t).Expect(ok).To(BeFalse())
+		})
+	}
+
+	t.Run("When Managed with valid input, it should list zones with the credentials, cloud and CA", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		in, ok := detectionFor(hyperShiftConfig(), hyperShiftState(false, testCA))
+		g.Expect(ok).To(BeTrue())
+		g.Expect(string(in.CloudsYAML)).To(Equal(testCloudsYAML))
+		g.Expect(in.CloudName).To(Equal(defaultCloudName))
+		g.Expect(string(in.CAPEM)).To(Equal(testCA))
+	})
+}

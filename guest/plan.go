@@ -1,0 +1,181 @@
+package guest
+
+import (
+	"fmt"
+
+	operatorv1 "github.com/openshift/api/operator/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
+)
+
+// This file is the guest manager's whole desired state: one pure function from what the manager
+// read (State) to what it applies and deletes (Plan). The reconciler executes the plan,
+// `cinder-csi-operator render` prints it, and the golden fixtures snapshot it.
+
+// Plan groups, one per Degraded condition.
+const (
+	// groupStatic: the node ServiceAccount, RBAC and the CSIDriver (StaticResourcesDegraded).
+	groupStatic = "static"
+	// groupNode: the node plugin DaemonSet (NodeDegraded).
+	groupNode = "node"
+	// groupClasses: the StorageClass and the VolumeSnapshotClass (StorageClassDegraded).
+	groupClasses = "classes"
+)
+
+// State is everything the guest manager decides from, each object nil when it does not exist.
+type State struct {
+	Driver *operatorv1.ClusterCSIDriver
+	// CloudConf is the node copy of cloud-conf, which the controlplane manager writes.
+	CloudConf *corev1.ConfigMap
+	// DaemonSet is the live node plugin DaemonSet (for conditions only).
+	DaemonSet *appsv1.DaemonSet
+	// StorageClass is the live standard-csi, and StorageClasses all of the cluster's classes:
+	// the user's choice of default class stands.
+	StorageClass   *storagev1.StorageClass
+	StorageClasses []storagev1.StorageClass
+	// SnapshotCRD is set when the API server serves VolumeSnapshotClasses.
+	SnapshotCRD bool
+}
+
+// Plan is the guest manager's desired state for one State.
+type Plan struct {
+	// ManagementState is the ClusterCSIDriver's, "" read as Managed.
+	ManagementState operatorv1.ManagementState
+	// Problems are the ClusterCSIDriver fields the guest manager cannot honour, as sentences.
+	// They do not stop the plan: what they concern is left as it is.
+	Problems []string
+	// NodeWaiting says what the node plugin waits for when Apply has no DaemonSet; empty when
+	// it has one or when an unknown log level keeps the live one.
+	NodeWaiting string
+	// Apply holds the objects to apply, in order: the static objects (a ClusterRole before the
+	// binding that references it), the DaemonSet, the StorageClass, the VolumeSnapshotClass.
+	Apply []plan.Step
+	// Delete holds the identities to delete: standard-csi under storageClassState Removed, and
+	// under managementState Removed everything this manager creates.
+	Delete []plan.Step
+	// SnapshotClass is set when Apply holds the VolumeSnapshotClass, whose watch starts late.
+	SnapshotClass bool
+}
+
+// Desired computes the plan for s. It reads nothing and writes nothing. The error is an internal
+// one (an operand manifest that does not decode).
+func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
+	driver := s.Driver
+	if driver == nil {
+		driver = &operatorv1.ClusterCSIDriver{}
+	}
+	p := &Plan{ManagementState: driver.Spec.ManagementState}
+	switch p.ManagementState {
+	case operatorv1.Unmanaged:
+		return p, nil
+	case operatorv1.Removed:
+		all, err := everything(d, cfg, s.SnapshotCRD)
+		if err != nil {
+			return nil, err
+		}
+		p.Delete = plan.Identities(all)
+		return p, nil
+	}
+
+	if _, err := loglevel.Verbosity(driver.Spec.OperatorLogLevel); err != nil {
+		p.Problems = append(p.Problems, fmt.Sprintf("spec.operatorLogLevel %q is not one of Normal, Debug, Trace, TraceAll.", driver.Spec.OperatorLogLevel))
+	}
+	verbosity, err := loglevel.Verbosity(driver.Spec.LogLevel)
+	if err != nil {
+		p.Problems = append(p.Problems, fmt.Sprintf("spec.logLevel %q is not one of Normal, Debug, Trace, TraceAll; the node plugin keeps its current verbosity.", driver.Spec.LogLevel))
+	}
+	scState := driver.Spec.StorageClassState
+	switch scState {
+	case "", operatorv1.ManagedStorageClass, operatorv1.UnmanagedStorageClass, operatorv1.RemovedStorageClass:
+	default:
+		p.Problems = append(p.Problems, fmt.Sprintf("spec.storageClassState %q is not one of Managed, Unmanaged, Removed; the StorageClass is left as it is.", scState))
+		scState = operatorv1.UnmanagedStorageClass
+	}
+
+	static, err := desiredStaticObjects(d, cfg.HyperShift)
+	if err != nil {
+		return nil, fmt.Errorf("computing the static objects: %w", err)
+	}
+	p.Apply = plan.Steps(plan.Guest, groupStatic, static...)
+
+	switch {
+	case verbosity == 0:
+		// An unknown log level: the DaemonSet stays as it is.
+	case s.CloudConf == nil:
+		p.NodeWaiting = fmt.Sprintf("Waiting for ConfigMap %s/%s, which the controlplane manager writes.", names.GuestNamespace, names.NodeCloudConf(cfg.HyperShift))
+	default:
+		ds, err := desiredNodeFor(d, cfg, s.CloudConf, verbosity)
+		if err != nil {
+			return nil, fmt.Errorf("computing the node DaemonSet: %w", err)
+		}
+		p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupNode, Object: ds})
+	}
+
+	switch scState {
+	case operatorv1.UnmanagedStorageClass:
+	case operatorv1.RemovedStorageClass:
+		sc, err := desiredStorageClass(d, "")
+		if err != nil {
+			return nil, err
+		}
+		p.Delete = plan.Identities(plan.Steps(plan.Guest, groupClasses, sc))
+	default:
+		sc, err := desiredStorageClass(d, defaultClassValue(s.StorageClass, s.StorageClasses))
+		if err != nil {
+			return nil, err
+		}
+		p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: sc})
+	}
+	if s.SnapshotCRD {
+		vsc, err := desiredVolumeSnapshotClass(d)
+		if err != nil {
+			return nil, err
+		}
+		p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: vsc})
+		p.SnapshotClass = true
+	}
+	return p, nil
+}
+
+// everything returns every object the guest manager can create in this mode, whatever the inputs:
+// what managementState Removed deletes. The VolumeSnapshotClass is among them only while its kind
+// is served (a delete of a kind that is not served fails, and there is nothing to delete then).
+func everything(d *manifests.Decoder, cfg Config, snapshotCRD bool) ([]plan.Step, error) {
+	s := State{
+		Driver:      &operatorv1.ClusterCSIDriver{},
+		CloudConf:   &corev1.ConfigMap{},
+		SnapshotCRD: snapshotCRD,
+	}
+	p, err := Desired(d, cfg, s)
+	if err != nil {
+		return nil, err
+	}
+	// Delete the DaemonSet and the classes before the RBAC and CSIDriver they rely on.
+	var first, last []plan.Step
+	for _, st := range p.Apply {
+		if st.Group == groupStatic {
+			last = append(last, st)
+		} else {
+			first = append(first, st)
+		}
+	}
+	return append(first, last...), nil
+}
+
+// desiredNodeFor returns the node DaemonSet for the node cloud-conf as it is in the guest.
+func desiredNodeFor(d *manifests.Decoder, cfg Config, cloudConf *corev1.ConfigMap, verbosity int) (*appsv1.DaemonSet, error) {
+	return desiredNode(d, nodeInputs{
+		Images:        cfg.Images,
+		Verbosity:     verbosity,
+		Topology:      cloudConf.Data[names.KeyEnableTopology] == "true",
+		CloudConfName: names.NodeCloudConf(cfg.HyperShift),
+		CloudConfHash: confighash.ConfigMap(cloudConf),
+	})
+}

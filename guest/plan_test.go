@@ -1,0 +1,186 @@
+package guest
+
+import (
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	operatorv1 "github.com/openshift/api/operator/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
+)
+
+func testConfig(hyperShift bool) Config {
+	return Config{HyperShift: hyperShift, Images: testNodeInputs(false).Images}
+}
+
+// testState is a guest whose node copy of cloud-conf exists, with the VolumeSnapshotClass CRD.
+func testState(hyperShift, topology bool) State {
+	return State{
+		Driver: &operatorv1.ClusterCSIDriver{ObjectMeta: metav1.ObjectMeta{Name: names.ClusterCSIDriverName}},
+		CloudConf: &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: names.NodeCloudConf(hyperShift)},
+			Data:       map[string]string{names.KeyCloudConf: "[Global]\n", names.KeyEnableTopology: fmt.Sprint(topology)},
+		},
+		SnapshotCRD: true,
+	}
+}
+
+func desiredPlan(g Gomega, t testing.TB, cfg Config, s State) *Plan {
+	p, err := Desired(testDecoder(t), cfg, s)
+	g.Expect(err).NotTo(HaveOccurred())
+	return p
+}
+
+// stepNames names each step as group/Kind/namespace/name.
+func stepNames(steps []plan.Step) []string {
+	out := make([]string, len(steps))
+	for i, s := range steps {
+		g := s.Object.GetObjectKind().GroupVersionKind()
+		out[i] = fmt.Sprintf("%s/%s/%s/%s", s.Group, g.Kind, s.Object.GetNamespace(), s.Object.GetName())
+	}
+	return out
+}
+
+func objectsAny(steps []plan.Step) []any {
+	out := make([]any, len(steps))
+	for i, s := range steps {
+		out[i] = s.Object
+	}
+	return out
+}
+
+// TestDesired snapshots the guest manager's whole plan in each mode.
+func TestDesired(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name       string
+		hyperShift bool
+		topology   bool
+	}{
+		{name: "When on HyperShift with topology, it should match the fixture", hyperShift: true, topology: true},
+		{name: "When standalone without topology, it should match the fixture"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			p := desiredPlan(g, t, testConfig(tt.hyperShift), testState(tt.hyperShift, tt.topology))
+			g.Expect(p.Problems).To(BeEmpty())
+			g.Expect(p.Delete).To(BeEmpty())
+			for _, s := range p.Apply {
+				g.Expect(s.Cluster).To(Equal(plan.Guest))
+			}
+			golden.CompareWithFixture(t, objectsAny(p.Apply)...)
+		})
+	}
+
+	t.Run("When the node copy of cloud-conf is missing, it should plan no DaemonSet and say what it waits for", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := testState(true, false)
+		s.CloudConf = nil
+		p := desiredPlan(g, t, testConfig(true), s)
+		g.Expect(stepNames(p.Apply)).NotTo(ContainElement(HavePrefix(groupNode + "/")))
+		g.Expect(p.NodeWaiting).To(Equal("Waiting for ConfigMap openshift-cluster-csi-drivers/cloud-conf, which the controlplane manager writes."))
+	})
+
+	t.Run("When the log level is unknown, it should keep the live DaemonSet and report the field", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := testState(true, false)
+		s.Driver.Spec.LogLevel = "Loud"
+		p := desiredPlan(g, t, testConfig(true), s)
+		g.Expect(stepNames(p.Apply)).NotTo(ContainElement(HavePrefix(groupNode + "/")))
+		g.Expect(p.NodeWaiting).To(BeEmpty())
+		g.Expect(p.Problems).To(ConsistOf(ContainSubstring(`spec.logLevel "Loud"`)))
+	})
+
+	t.Run("When the VolumeSnapshotClass CRD is not served, it should plan no VolumeSnapshotClass", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := testState(true, false)
+		s.SnapshotCRD = false
+		p := desiredPlan(g, t, testConfig(true), s)
+		g.Expect(stepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("VolumeSnapshotClass")))
+		g.Expect(p.SnapshotClass).To(BeFalse())
+	})
+
+	for _, tt := range []struct {
+		state       operatorv1.StorageClassStateName
+		wantApply   bool
+		wantDelete  bool
+		wantProblem bool
+	}{
+		{state: "", wantApply: true},
+		{state: operatorv1.ManagedStorageClass, wantApply: true},
+		{state: operatorv1.UnmanagedStorageClass},
+		{state: operatorv1.RemovedStorageClass, wantDelete: true},
+		{state: "Sometimes", wantProblem: true},
+	} {
+		t.Run(fmt.Sprintf("When storageClassState is %q, it should apply the StorageClass: %t, delete it: %t", tt.state, tt.wantApply, tt.wantDelete), func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := testState(true, false)
+			s.Driver.Spec.StorageClassState = tt.state
+			p := desiredPlan(g, t, testConfig(true), s)
+			sc := groupClasses + "/StorageClass//" + names.StorageClass
+			if tt.wantApply {
+				g.Expect(stepNames(p.Apply)).To(ContainElement(sc))
+			} else {
+				g.Expect(stepNames(p.Apply)).NotTo(ContainElement(sc))
+			}
+			if tt.wantDelete {
+				g.Expect(stepNames(p.Delete)).To(Equal([]string{sc}))
+			} else {
+				g.Expect(p.Delete).To(BeEmpty())
+			}
+			g.Expect(p.Problems != nil).To(Equal(tt.wantProblem))
+			// The VolumeSnapshotClass does not depend on storageClassState.
+			g.Expect(stepNames(p.Apply)).To(ContainElement(ContainSubstring("VolumeSnapshotClass")))
+		})
+	}
+
+	t.Run("When the user set standard-csi's default-class annotation, it should keep the user's value", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := testState(true, false)
+		s.StorageClass = &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: names.StorageClass,
+			Annotations: map[string]string{names.DefaultStorageClassAnnotation: "false"}}}
+		p := desiredPlan(g, t, testConfig(true), s)
+		for _, st := range p.Apply {
+			if sc, ok := st.Object.(*storagev1.StorageClass); ok {
+				g.Expect(sc.Annotations).To(HaveKeyWithValue(names.DefaultStorageClassAnnotation, "false"))
+			}
+		}
+	})
+}
+
+// TestDesiredRemoved checks that managementState Removed deletes exactly what Managed applies
+// (the VolumeSnapshotClass included), DaemonSet and classes before the RBAC they rely on.
+func TestDesiredRemoved(t *testing.T) {
+	t.Parallel()
+	for _, hyperShift := range []bool{true, false} {
+		for _, crd := range []bool{true, false} {
+			t.Run(fmt.Sprintf("When Removed (HyperShift %t, snapshot CRD %t), it should delete every object Managed applies", hyperShift, crd), func(t *testing.T) {
+				t.Parallel()
+				g := NewWithT(t)
+				s := testState(hyperShift, true)
+				s.SnapshotCRD = crd
+				managed := desiredPlan(g, t, testConfig(hyperShift), s)
+
+				removed := State{Driver: s.Driver.DeepCopy(), SnapshotCRD: crd}
+				removed.Driver.Spec.ManagementState = operatorv1.Removed
+				p := desiredPlan(g, t, testConfig(hyperShift), removed)
+				g.Expect(p.Apply).To(BeEmpty())
+				g.Expect(stepNames(p.Delete)).To(ConsistOf(stepNames(plan.Identities(managed.Apply))))
+				g.Expect(stepNames(p.Delete)[0]).To(HavePrefix(groupNode+"/"), "the DaemonSet goes first")
+				g.Expect(stepNames(p.Delete)[len(p.Delete)-1]).To(HavePrefix(groupStatic+"/"), "the RBAC and CSIDriver go last")
+			})
+		}
+	}
+}

@@ -1,0 +1,153 @@
+// Package plan holds what both managers share about their desired state: a plan is the list of
+// objects to apply, per cluster and in order, and the identities to delete. Each manager computes
+// its plan with one pure function; its reconciler executes the plan, `render` prints it, and the
+// golden fixtures snapshot it, so the three cannot drift apart.
+package plan
+
+import (
+	"context"
+	"errors"
+	"reflect"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+// Cluster names the API server a step goes to.
+type Cluster string
+
+const (
+	// Management is the management cluster (in standalone mode, the one cluster).
+	Management Cluster = "management"
+	// Guest is the guest cluster (in standalone mode, the one cluster).
+	Guest Cluster = "guest"
+)
+
+// Step is one object of a plan: where it goes, which condition reports on it, and the object
+// (complete for an apply, only its kind, namespace and name for a delete).
+type Step struct {
+	Cluster Cluster
+	// Group names the set of steps one Degraded condition reports on; the steps of a group
+	// stop at the first error, other groups go on.
+	Group  string
+	Object client.Object
+}
+
+// Steps returns one step per object, all in the same cluster and group.
+func Steps(c Cluster, group string, objs ...client.Object) []Step {
+	out := make([]Step, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, Step{Cluster: c, Group: group, Object: o})
+	}
+	return out
+}
+
+// Identities returns the steps with each object reduced to its kind, namespace and name: what a
+// delete needs, and all that a plan's deletions may depend on.
+func Identities(steps []Step) []Step {
+	out := make([]Step, 0, len(steps))
+	for _, s := range steps {
+		s.Object = Identity(s.Object)
+		out = append(out, s)
+	}
+	return out
+}
+
+// Identity returns an empty object of obj's type carrying only obj's kind, namespace and name.
+func Identity(obj client.Object) client.Object {
+	id := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+	id.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+	id.SetNamespace(obj.GetNamespace())
+	id.SetName(obj.GetName())
+	return id
+}
+
+// ManagedSelector selects the objects the operator applies; the caches select on it.
+var ManagedSelector = labels.SelectorFromSet(labels.Set{names.ManagedByLabel: names.ManagedByValue})
+
+// Managed adds the label every applied object carries.
+func Managed(objs ...client.Object) {
+	for _, o := range objs {
+		l := o.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		l[names.ManagedByLabel] = names.ManagedByValue
+		o.SetLabels(l)
+	}
+}
+
+// Harden applies the rules every operand container follows (and HyperShift's e2e checks on every
+// control-plane pod): images pulled only when missing, the log as the termination message on
+// error, a read-only root file system.
+func Harden(c *corev1.Container) {
+	c.ImagePullPolicy = corev1.PullIfNotPresent
+	c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	if c.SecurityContext == nil {
+		c.SecurityContext = &corev1.SecurityContext{}
+	}
+	c.SecurityContext.ReadOnlyRootFilesystem = ptr.To(true)
+}
+
+// Appliers are the appliers of a manager, one per cluster it writes to.
+type Appliers map[Cluster]*apply.Applier
+
+// Apply applies the steps in order. The steps of a group stop at the group's first error; the
+// result maps every group that failed to its error.
+func (a Appliers) Apply(ctx context.Context, log logr.Logger, steps []Step) map[string]error {
+	failed := map[string]error{}
+	for _, s := range steps {
+		if failed[s.Group] != nil {
+			continue
+		}
+		res, err := a.applier(s.Cluster).Apply(ctx, s.Object)
+		if err != nil {
+			failed[s.Group] = err
+			continue
+		}
+		if res == apply.Applied {
+			log.V(2).Info("Applied", "cluster", s.Cluster, "kind", Kind(s.Object), "object", klog.KObj(s.Object))
+		}
+	}
+	return failed
+}
+
+// Delete deletes every step's object (a missing one is no error) and joins the errors.
+func (a Appliers) Delete(ctx context.Context, log logr.Logger, steps []Step) error {
+	var errs []error
+	for _, s := range steps {
+		res, err := a.applier(s.Cluster).Delete(ctx, s.Object)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if res == apply.Deleted {
+			log.V(2).Info("Deleted", "cluster", s.Cluster, "kind", Kind(s.Object), "object", klog.KObj(s.Object))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (a Appliers) applier(c Cluster) *apply.Applier {
+	ap, ok := a[c]
+	if !ok {
+		// A plan names only the clusters its manager was given appliers for.
+		panic("plan: no applier for cluster " + string(c))
+	}
+	return ap
+}
+
+// Kind returns an object's kind for logs: the type meta when set, else the Go type's name.
+func Kind(o client.Object) string {
+	if k := o.GetObjectKind().GroupVersionKind().Kind; k != "" {
+		return k
+	}
+	return reflect.TypeOf(o).Elem().Name()
+}
