@@ -69,7 +69,7 @@ func TestApplier_Errors(t *testing.T) {
 	legacy := controllerDeployment()
 	legacy.ManagedFields = []metav1.ManagedFieldsEntry{{
 		Manager: "legacy", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1",
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)},
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`),
 	}}
 
 	tests := []struct {
