@@ -49,6 +49,9 @@ type Applier struct {
 	// Adopt names field managers whose Update-style ownership the applier takes over before
 	// its first apply to an object: the operator this one replaces. See Adopting.
 	Adopt []string
+	// Cluster names the cluster Client talks to in the errors the applier returns; it is
+	// ClusterUnnamed in a standalone install. See On.
+	Cluster Cluster
 }
 
 // New returns an Applier that writes through c, compares against c's reads and applies as owner.
@@ -76,16 +79,24 @@ func (a *Applier) Adopting(managers ...string) *Applier {
 	return a
 }
 
+// On makes the errors of the applier say that they come from cluster c, and returns a.
+func (a *Applier) On(c Cluster) *Applier {
+	a.Cluster = c
+	return a
+}
+
 // Apply server-side-applies obj (its metadata and spec; never its status) unless the live object
 // already matches. obj must carry its name (and namespace), and be either of a type the client's
-// scheme knows or an *unstructured.Unstructured with its apiVersion and kind.
+// scheme knows or an *unstructured.Unstructured with its apiVersion and kind. A failed read,
+// adoption or apply request is returned as an *ObjectError.
 func (a *Applier) Apply(ctx context.Context, obj client.Object) (Result, error) {
 	return a.apply(ctx, obj, "")
 }
 
 // ApplyStatus server-side-applies the status of obj through the status subresource, sending only
 // obj's status. It is how each manager writes its own ClusterCSIDriver conditions without
-// touching the other manager's.
+// touching the other manager's. A failed apply request is returned as an *ObjectError with
+// OpWriteStatus.
 func (a *Applier) ApplyStatus(ctx context.Context, obj client.Object) (Result, error) {
 	return a.apply(ctx, obj, "status")
 }
@@ -103,6 +114,10 @@ func (a *Applier) apply(ctx context.Context, obj client.Object, subresource stri
 	live, err := a.live(ctx, gvk, client.ObjectKeyFromObject(obj))
 	if err != nil {
 		return Unchanged, err
+	}
+	op := OpApply
+	if subresource == "status" {
+		op = OpWriteStatus
 	}
 	adopted := false
 	if subresource == "" && len(a.Adopt) > 0 {
@@ -123,7 +138,7 @@ func (a *Applier) apply(ctx context.Context, obj client.Object, subresource stri
 			client.FieldOwner(a.Owner), client.ForceOwnership)
 	}
 	if err != nil {
-		return Unchanged, fmt.Errorf("applying %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
+		return Unchanged, a.objectError(op, gvk, client.ObjectKeyFromObject(obj), err)
 	}
 	return Applied, nil
 }
@@ -138,13 +153,13 @@ func (a *Applier) adopt(ctx context.Context, gvk schema.GroupVersionKind, key cl
 			if apierrors.IsNotFound(err) {
 				return false, nil
 			}
-			return false, fmt.Errorf("reading %s %s: %w", gvk.Kind, key, err)
+			return false, a.objectError(OpRead, gvk, key, err)
 		}
 		live = u
 	}
 	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(a.Adopt...), a.Owner)
 	if err != nil {
-		return false, fmt.Errorf("computing the adoption of %s %s: %w", gvk.Kind, key, err)
+		return false, a.objectError(OpAdopt, gvk, key, fmt.Errorf("computing the patch: %w", err))
 	}
 	if patch == nil {
 		return false, nil
@@ -152,13 +167,14 @@ func (a *Applier) adopt(ctx context.Context, gvk schema.GroupVersionKind, key cl
 	// The patch also sets the resourceVersion it was computed from: it fails with a conflict,
 	// and the reconcile is retried, if the object changed since.
 	if err := a.Client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(a.Owner)); err != nil {
-		return false, fmt.Errorf("taking over the fields of %v on %s %s: %w", a.Adopt, gvk.Kind, key, err)
+		return false, a.objectError(OpAdopt, gvk, key, fmt.Errorf("from field managers %v: %w", a.Adopt, err))
 	}
 	return true, nil
 }
 
 // Delete deletes the object named by obj if it exists. Deleting an object that is already gone
-// sends nothing when the reader (the cache) already knows it is gone.
+// sends nothing when the reader (the cache) already knows it is gone. A failed read or delete
+// request is returned as an *ObjectError.
 func (a *Applier) Delete(ctx context.Context, obj client.Object) (Result, error) {
 	gvk, err := apiutil.GVKForObject(obj, a.Client.Scheme())
 	if err != nil {
@@ -175,7 +191,7 @@ func (a *Applier) Delete(ctx context.Context, obj client.Object) (Result, error)
 		if apierrors.IsNotFound(err) {
 			return Unchanged, nil
 		}
-		return Unchanged, fmt.Errorf("deleting %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
+		return Unchanged, a.objectError(OpDelete, gvk, client.ObjectKeyFromObject(obj), err)
 	}
 	return Deleted, nil
 }
@@ -203,9 +219,22 @@ func (a *Applier) live(ctx context.Context, gvk schema.GroupVersionKind, key cli
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("reading %s %s: %w", gvk.Kind, key, err)
+		return nil, a.objectError(OpRead, gvk, key, err)
 	}
 	return cobj, nil
+}
+
+// objectError returns err as an *ObjectError about the object of kind gvk named by key.
+func (a *Applier) objectError(op Op, gvk schema.GroupVersionKind, key client.ObjectKey, err error) *ObjectError {
+	return &ObjectError{
+		Op:        op,
+		Cluster:   a.Cluster,
+		GVK:       gvk,
+		Resource:  resourceFor(a.Client, gvk),
+		Namespace: key.Namespace,
+		Name:      key.Name,
+		Err:       err,
+	}
 }
 
 // prepare turns obj into the map that is sent: with apiVersion and kind, without server-owned

@@ -17,7 +17,8 @@ import (
 // ApplyStatus writes one manager's conditions (and, when observedGeneration is not nil,
 // status.observedGeneration) to the ClusterCSIDriver through the status subresource, as the
 // applier's field owner. Only these fields are sent: the other manager's conditions, owned by
-// another field owner, are left as they are, and nothing is sent when nothing changed.
+// another field owner, are left as they are, and nothing is sent when nothing changed. A failed
+// write wraps the applier's *apply.ObjectError, which Classify turns into a condition message.
 func ApplyStatus(ctx context.Context, a *apply.Applier, driverName string, conds []operatorv1.OperatorCondition, observedGeneration *int64) error {
 	list := make([]any, 0, len(conds))
 	for _, c := range conds {
