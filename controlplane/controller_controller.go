@@ -144,14 +144,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	st := conditions.New(driver.Status.Conditions, metav1.NewTime(r.now()))
 	defer func() {
-		reterr = errors.Join(reterr, conditions.Write(ctx, r.Recorder, apply.New(r.Guest, r.fieldOwner()), driver, st, nil))
+		reterr = errors.Join(reterr, conditions.Write(ctx, r.Recorder, apply.New(r.Guest, r.fieldOwner()).On(r.errCluster(apply.ClusterGuest)), driver, st, nil))
 	}()
 	r.applyOperatorLogLevel(ctx, driver)
 
 	in, err := r.readInputs(ctx)
 	if err != nil {
 		st.Keep(driver.Status.Conditions, names.ControlPlaneConditions...)
-		st.True(names.ConditionControllerDegraded, names.ReasonReadFailed, "Reading the operator's inputs failed; the operator retries. See the operator log for the API error.")
+		st.Fold(names.ConditionControllerDegraded, err, "Reading the operator's inputs")
 		return ctrl.Result{}, err
 	}
 	s := State{Driver: driver, Inputs: *in}
@@ -163,8 +163,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, err
 	}
 	appliers := plan.Appliers{
-		plan.Management: r.mgmtApplier().Adopting(names.LegacyFieldOwners...),
-		plan.Guest:      apply.New(r.Guest, r.fieldOwner()).Adopting(names.LegacyFieldOwners...),
+		plan.Management: r.mgmtApplier().Adopting(names.LegacyFieldOwners...).On(r.errCluster(apply.ClusterManagement)),
+		plan.Guest:      apply.New(r.Guest, r.fieldOwner()).Adopting(names.LegacyFieldOwners...).On(r.errCluster(apply.ClusterGuest)),
 	}
 
 	switch p.ManagementState {
@@ -244,6 +244,11 @@ func (r *Reconciler) applyOperatorLogLevel(ctx context.Context, driver *operator
 }
 
 func (r *Reconciler) fieldOwner() string { return names.FieldOwnerControlPlane }
+
+// cluster names c in errors on HyperShift; a standalone install has one cluster.
+func (r *Reconciler) errCluster(c apply.Cluster) apply.Cluster {
+	return apply.ClusterFor(r.Config.HyperShift, c)
+}
 
 // keepTopologyCondition re-sends the existing topology condition unchanged, so that a config
 // problem does not erase it (an apply without it would drop it).

@@ -45,8 +45,7 @@ func setControllerConditions(s *conditions.Set, dep *appsv1.Deployment, waitingF
 
 	switch {
 	case applyErr != nil:
-		s.FoldError(names.ConditionControllerDegraded, applyErr, names.ReasonApplyFailed,
-			"Applying the CSI controller objects failed; the operator retries. See the operator log for the API error.")
+		s.Fold(names.ConditionControllerDegraded, applyErr, "Applying the CSI controller objects")
 	case dep != nil && rolloutStuck(dep):
 		s.True(names.ConditionControllerDegraded, names.ReasonRolloutStuck,
 			"The CSI controller rollout exceeded its progress deadline; check the openstack-cinder-csi-driver-controller pods and events.")

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
@@ -50,9 +51,13 @@ type Inputs struct {
 func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 	ns := r.Config.Namespace
 	in := &Inputs{}
-	// get reads one optional object into *into, which stays nil when the object does not exist.
-	get := func(c client.Reader, key client.ObjectKey, obj client.Object, found func()) error {
-		ok, err := clusters.GetOptional(ctx, c, key, obj)
+	// get reads one optional object; found is called when it exists.
+	get := func(c client.Client, key client.ObjectKey, obj client.Object, found func()) error {
+		cluster := r.errCluster(apply.ClusterGuest)
+		if c == r.Mgmt {
+			cluster = r.errCluster(apply.ClusterManagement)
+		}
+		ok, err := apply.GetOptional(ctx, c, cluster, key, obj)
 		if ok {
 			found()
 		}
@@ -91,8 +96,8 @@ func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 	}
 	if r.Config.HyperShift {
 		hcps := &hyperv1.HostedControlPlaneList{}
-		if err := r.Mgmt.List(ctx, hcps, client.InNamespace(ns)); err != nil {
-			return nil, fmt.Errorf("listing HostedControlPlanes: %w", err)
+		if err := apply.List(ctx, r.Mgmt, r.errCluster(apply.ClusterManagement), hcps, client.InNamespace(ns)); err != nil {
+			return nil, err
 		}
 		if len(hcps.Items) == 1 {
 			in.HCP = &hcps.Items[0]

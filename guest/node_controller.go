@@ -101,7 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	st := conditions.New(driver.Status.Conditions, metav1.NewTime(r.now()))
 	defer func() {
-		reterr = errors.Join(reterr, conditions.Write(ctx, r.Recorder, apply.New(r.Guest, names.FieldOwnerGuest), driver, st, &driver.Generation))
+		reterr = errors.Join(reterr, conditions.Write(ctx, r.Recorder, apply.New(r.Guest, names.FieldOwnerGuest).On(r.errCluster()), driver, st, &driver.Generation))
 	}()
 	if v, err := loglevel.Verbosity(driver.Spec.OperatorLogLevel); err == nil && r.Config.LogLevel != nil && r.Config.LogLevel.Set(v) {
 		log.Info("Changed the operator's verbosity", "verbosity", v)
@@ -110,14 +110,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	s, err := r.readState(ctx, driver)
 	if err != nil {
 		st.Keep(driver.Status.Conditions, names.GuestConditions...)
-		st.True(names.ConditionNodeDegraded, names.ReasonReadFailed, "Reading the operator's inputs failed; the operator retries. See the operator log for the API error.")
+		st.Fold(names.ConditionNodeDegraded, err, "Reading the operator's inputs")
 		return ctrl.Result{}, err
 	}
 	p, err := Desired(r.Decoder, r.Config, *s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	appliers := plan.Appliers{plan.Guest: apply.New(r.Guest, names.FieldOwnerGuest).Adopting(names.LegacyFieldOwners...)}
+	appliers := plan.Appliers{plan.Guest: apply.New(r.Guest, names.FieldOwnerGuest).Adopting(names.LegacyFieldOwners...).On(r.errCluster())}
 
 	switch p.ManagementState {
 	case operatorv1.Unmanaged:
@@ -149,11 +149,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		failed[groupClasses] = errors.Join(failed[groupClasses], err)
 	}
 
-	st.FoldError(names.ConditionStaticResourcesDegraded, failed[groupStatic], names.ReasonApplyFailed,
-		"Applying the CSI driver's ServiceAccount, RBAC or CSIDriver failed; the operator retries. See the operator log for the API error.")
+	st.Fold(names.ConditionStaticResourcesDegraded, failed[groupStatic], "Applying the CSI driver's ServiceAccount, RBAC and CSIDriver")
 	setNodeConditions(st, s.DaemonSet, p.NodeWaiting, failed[groupNode])
-	st.FoldError(names.ConditionStorageClassDegraded, failed[groupClasses], names.ReasonApplyFailed,
-		"Applying the StorageClass or VolumeSnapshotClass failed; the operator retries. See the operator log for the API error.")
+	st.Fold(names.ConditionStorageClassDegraded, failed[groupClasses], "Applying the StorageClass and VolumeSnapshotClass")
 	return ctrl.Result{}, errors.Join(failed[groupStatic], failed[groupNode], failed[groupClasses])
 }
 
@@ -168,7 +166,7 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 		scs       storagev1.StorageClassList
 	)
 	get := func(key client.ObjectKey, obj client.Object, found func()) error {
-		ok, err := clusters.GetOptional(ctx, r.Guest, key, obj)
+		ok, err := apply.GetOptional(ctx, r.Guest, r.errCluster(), key, obj)
 		if ok {
 			found()
 		}
@@ -183,11 +181,16 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 	if err != nil {
 		return nil, err
 	}
-	if err := r.Guest.List(ctx, &scs); err != nil {
-		return nil, fmt.Errorf("listing StorageClasses: %w", err)
+	if err := apply.List(ctx, r.Guest, r.errCluster(), &scs); err != nil {
+		return nil, err
 	}
 	s.StorageClasses = scs.Items
 	return s, nil
+}
+
+// cluster names the guest in errors on HyperShift; a standalone install has one cluster.
+func (r *Reconciler) errCluster() apply.Cluster {
+	return apply.ClusterFor(r.Config.HyperShift, apply.ClusterGuest)
 }
 
 // watchSnapshotClasses watches VolumeSnapshotClasses, so a deleted one is recreated.

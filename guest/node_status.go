@@ -38,8 +38,7 @@ func setNodeConditions(s *conditions.Set, ds *appsv1.DaemonSet, waitingFor strin
 			s.False(names.ConditionNodeProgressing, names.ReasonAsExpected, "The CSI node plugin is rolled out.")
 		}
 	}
-	s.FoldError(names.ConditionNodeDegraded, applyErr, names.ReasonApplyFailed,
-		"Applying the CSI node DaemonSet failed; the operator retries. See the operator log for the API error.")
+	s.Fold(names.ConditionNodeDegraded, applyErr, "Applying the CSI node DaemonSet")
 }
 
 // nodeRollingOut reports whether the DaemonSet has not yet rolled out its current template.

@@ -9,8 +9,11 @@ import (
 	. "github.com/onsi/gomega"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -47,8 +50,13 @@ func TestSetNodeConditions(t *testing.T) {
 		degr  = names.ConditionNodeDegraded
 	)
 	notDegraded := condState{operatorv1.ConditionFalse, names.ReasonAsExpected, ""}
-	applyFailed := condState{operatorv1.ConditionTrue, names.ReasonApplyFailed,
-		"Applying the CSI node DaemonSet failed; the operator retries. See the operator log for the API error."}
+	// applyErr is a refusal by the API server, as the applier returns it.
+	applyErr := &apply.ObjectError{Op: apply.OpApply, Cluster: apply.ClusterGuest, GVK: appsv1.SchemeGroupVersion.WithKind("DaemonSet"),
+		Resource: "daemonsets", Namespace: "openshift-cluster-csi-drivers", Name: "x", Err: apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "daemonsets"}, "x", errors.New("no"))}
+	applyFailed := func() condState {
+		reason, msg := conditions.Classify(applyErr, "Applying the CSI node DaemonSet")
+		return condState{operatorv1.ConditionTrue, reason, msg}
+	}()
 	rolledOut := appsv1.DaemonSetStatus{
 		ObservedGeneration: 4, DesiredNumberScheduled: 3, CurrentNumberScheduled: 3, UpdatedNumberScheduled: 3,
 		NumberReady: 3, NumberAvailable: 3,
@@ -141,7 +149,7 @@ func TestSetNodeConditions(t *testing.T) {
 		{
 			name:     "When applying failed, it should be degraded with a stable message that does not quote the error",
 			ds:       statusDaemonSet(4, rolledOut),
-			applyErr: errors.New(`applying DaemonSet openshift-cluster-csi-drivers/openstack-cinder-csi-driver-node: the server was unable to return a response in the time allotted`),
+			applyErr: applyErr,
 			want: map[string]condState{
 				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "The CSI node plugin is available on 3 of 3 nodes."},
 				prog:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI node plugin is rolled out."},
@@ -150,7 +158,7 @@ func TestSetNodeConditions(t *testing.T) {
 		},
 		{
 			name:     "When applying failed before the DaemonSet existed, it should still report it being created",
-			applyErr: errors.New("boom"),
+			applyErr: applyErr,
 			want: map[string]condState{
 				avail: {operatorv1.ConditionFalse, names.ReasonDeploying, "The CSI node DaemonSet is being created."},
 				prog:  {operatorv1.ConditionTrue, names.ReasonDeploying, "The CSI node DaemonSet is being created."},

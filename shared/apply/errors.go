@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -180,4 +181,16 @@ func resourceFor(c client.Client, gvk schema.GroupVersionKind) string {
 		return ""
 	}
 	return mapping.Resource.Resource
+}
+
+// GetOptional reads an object that may not exist: found is false, and the error nil, when it
+// does not. Any other failure is an *ObjectError naming the cluster.
+func GetOptional(ctx context.Context, c client.Client, cluster Cluster, key client.ObjectKey, obj client.Object) (found bool, err error) {
+	if err := Get(ctx, c, cluster, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
 }

@@ -117,15 +117,9 @@ func (s *Set) Fold(degradedType string, err error, doing string) {
 // field paths, RBAC resource names from the operator's REST mapper) reach the message: never the
 // error's text, an object's name, a value, a resourceVersion or a UID, which would change on
 // every retry and may be secret. The full error stays available to the log.
-//
-// A *ReasonError anywhere in err wins, its reason and message used as they are: the step that
-// failed knew better than any classification what to tell the user.
 func Classify(err error, doing string) (reason, message string) {
 	if err == nil {
 		return ReasonAsExpected, ""
-	}
-	if re, ok := errors.AsType[*ReasonError](err); ok {
-		return re.Reason, re.Message
 	}
 	var fs []located
 	for _, l := range leaves(err) {

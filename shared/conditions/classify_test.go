@@ -408,15 +408,6 @@ func TestClassify(t *testing.T) {
 				"Deleting ConfigMap in namespace c failed: the cluster's API server answered with an internal error (HTTP 500). If this persists, check the API server and its storage. " +
 				"1 more failure is left out." + retries,
 		},
-		{
-			name: "When a step attached a reason to its error, it should use that reason and message as they are",
-			err: errors.Join(
-				objErr(apply.OpApply, mgmt, deploymentGVK, "deployments", hcpNamespace, forbidden(deployments, "patch")),
-				WithReason(errors.New(secret), "InvalidConfiguration", "Fix the [BlockStorage] section of openshift-config/cinder-csi-config."),
-			),
-			wantReason: "InvalidConfiguration",
-			wantMsg:    "Fix the [BlockStorage] section of openshift-config/cinder-csi-config.",
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,7 +9,6 @@
 package conditions
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -87,28 +86,6 @@ func (s *Set) False(condType, reason, message string) {
 	s.Set(condType, operatorv1.ConditionFalse, reason, message)
 }
 
-// Unknown records a condition with status Unknown.
-func (s *Set) Unknown(condType, reason, message string) {
-	s.Set(condType, operatorv1.ConditionUnknown, reason, message)
-}
-
-// FoldError records the Degraded condition degradedType from a reconcile's outcome: False with
-// ReasonAsExpected when err is nil, else True with the reason and message of the first
-// ReasonError in err's chain, or the given reason and message when there is none. The text of
-// err itself never reaches the condition: raw errors carry generated names, resource versions
-// and multi-line API responses that would make the message change on every retry (and could
-// carry secret material), so callers pass a stable message that says what the user must do.
-func (s *Set) FoldError(degradedType string, err error, reason, message string) {
-	if err == nil {
-		s.False(degradedType, ReasonAsExpected, "")
-		return
-	}
-	if re, ok := errors.AsType[*ReasonError](err); ok {
-		reason, message = re.Reason, re.Message
-	}
-	s.True(degradedType, reason, message)
-}
-
 // List returns the recorded conditions sorted by type, or nil when none was recorded. The
 // result is a fresh slice the caller may keep.
 func (s *Set) List() []operatorv1.OperatorCondition {
@@ -121,39 +98,6 @@ func (s *Set) List() []operatorv1.OperatorCondition {
 	}
 	slices.SortFunc(out, func(a, b operatorv1.OperatorCondition) int { return strings.Compare(a.Type, b.Type) })
 	return out
-}
-
-// ReasonError carries the condition reason and user-facing message for an error, so that the
-// step that fails decides what the Degraded condition says while FoldError, usually deferred,
-// writes it.
-type ReasonError struct {
-	// Reason is the CamelCase condition reason.
-	Reason string
-	// Message is the stable, actionable condition message.
-	Message string
-	// Err is the underlying error, for logs and events; it never reaches the condition.
-	Err error
-}
-
-// Error returns the message followed by the underlying error, for logs.
-func (e *ReasonError) Error() string {
-	if e.Err == nil {
-		return e.Message
-	}
-	return e.Message + ": " + e.Err.Error()
-}
-
-// Unwrap returns the underlying error, so that errors.Is and errors.As see through a
-// ReasonError (for example to a reconcile.TerminalError).
-func (e *ReasonError) Unwrap() error { return e.Err }
-
-// WithReason wraps err in a ReasonError, or returns nil when err is nil so that it can wrap a
-// call's result directly.
-func WithReason(err error, reason, message string) error {
-	if err == nil {
-		return nil
-	}
-	return &ReasonError{Reason: reason, Message: message, Err: err}
 }
 
 // Find returns the condition of type condType in conds, or nil. The pointer refers into conds.
@@ -170,27 +114,6 @@ func Find(conds []operatorv1.OperatorCondition, condType string) *operatorv1.Ope
 func IsTrue(conds []operatorv1.OperatorCondition, condType string) bool {
 	c := Find(conds, condType)
 	return c != nil && c.Status == operatorv1.ConditionTrue
-}
-
-// ValidType reports whether t is a condition type this operator may write: it starts with
-// TypePrefix, ends in a suffix cluster-storage-operator aggregates, and is CamelCase letters and
-// digits in between.
-func ValidType(t string) bool {
-	rest, ok := strings.CutPrefix(t, TypePrefix)
-	if !ok {
-		return false
-	}
-	for _, r := range rest {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	for _, suffix := range typeSuffixes {
-		if strings.HasSuffix(rest, suffix) {
-			return true
-		}
-	}
-	return false
 }
 
 // CleanMessage returns message on one line: runs of white space and control characters become

@@ -26,7 +26,7 @@ func (s *Set) Removed(available, progressing, degraded string, err error, what s
 	msg := "managementState is Removed: " + what + " are removed."
 	s.True(available, names.ReasonRemoved, msg)
 	s.False(progressing, names.ReasonRemoved, msg)
-	s.FoldError(degraded, err, names.ReasonApplyFailed, "Removing "+what+" failed; the operator retries.")
+	s.Fold(degraded, err, "Removing "+what)
 	for _, t := range others {
 		s.False(t, names.ReasonRemoved, msg)
 	}

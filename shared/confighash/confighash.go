@@ -60,16 +60,6 @@ func ConfigMapKeys(cm *corev1.ConfigMap, keys ...string) string {
 	return Data(data, bin)
 }
 
-// Secret returns the hash of s's data, or "" when s is nil. StringData is merged over Data the
-// way the API server does on write, so that a Secret built in memory with StringData hashes like
-// the same Secret read back from the cluster.
-func Secret(s *corev1.Secret) string {
-	if s == nil {
-		return ""
-	}
-	return Data(nil, secretData(s))
-}
-
 // SecretKeys returns the hash of only the named keys of s, or "" when s is nil; see
 // ConfigMapKeys for why. Rotating the clouds.yaml key rolls the controller, while a key it does
 // not mount does not.

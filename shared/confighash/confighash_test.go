@@ -207,40 +207,6 @@ func TestConfigMapKeys(t *testing.T) {
 	})
 }
 
-func TestSecret(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		s    *corev1.Secret
-		want string
-	}{
-		{
-			name: "When the Secret is nil, it should return an empty hash",
-			want: "",
-		},
-		{
-			name: "When the Secret has data, it should hash it as binary data",
-			s:    &corev1.Secret{Data: map[string][]byte{"clouds.yaml": []byte("clouds: {}")}},
-			want: Data(nil, map[string][]byte{"clouds.yaml": []byte("clouds: {}")}),
-		},
-		{
-			name: "When the Secret uses StringData, it should hash like the stored Secret",
-			s: &corev1.Secret{
-				Data:       map[string][]byte{"clouds.yaml": []byte("old"), "cacert": []byte("pem")},
-				StringData: map[string]string{"clouds.yaml": "clouds: {}"},
-			},
-			want: Data(nil, map[string][]byte{"clouds.yaml": []byte("clouds: {}"), "cacert": []byte("pem")}),
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			g := NewWithT(t)
-			g.Expect(Secret(tt.s)).To(Equal(tt.want))
-		})
-	}
-}
-
 func TestSecretKeys(t *testing.T) {
 	t.Parallel()
 	s := &corev1.Secret{

@@ -195,8 +195,6 @@ const (
 	ReasonMissingCredentials        = "MissingCredentials"
 	ReasonInvalidCredentials        = "InvalidCredentials"
 	ReasonUnknownLogLevel           = "UnknownLogLevel"
-	ReasonApplyFailed               = "ApplyFailed"
-	ReasonReadFailed                = "ReadFailed"
 	ReasonOpenStackUnavailable      = "OpenStackUnavailable"
 	ReasonTopologyOverridden        = "Overridden"
 	ReasonMissingHostedControlPlane = "MissingHostedControlPlane"

@@ -77,4 +77,3 @@ func TestManagedAndHarden(t *testing.T) {
 	g.Expect(*c.SecurityContext.ReadOnlyRootFilesystem).To(BeTrue())
 	g.Expect(c.SecurityContext.RunAsNonRoot).NotTo(BeNil(), "the manifest's own settings stay")
 }
-

@@ -1,25 +1,8 @@
 package clusters
 
 import (
-	"context"
-	"fmt"
 	"sync"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// GetOptional reads an object that may not exist: found is false, and the error nil, when it
-// does not.
-func GetOptional(ctx context.Context, r client.Reader, key client.ObjectKey, obj client.Object) (found bool, err error) {
-	if err := r.Get(ctx, key, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("reading %s: %w", key, err)
-	}
-	return true, nil
-}
 
 // LateWatch starts a watch once, when its kind is first found served: watching a kind the API
 // server does not serve fails, and a CRD (the VolumeSnapshotClass's, the ServiceMonitor's) may
