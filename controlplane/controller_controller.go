@@ -181,6 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	topo := r.decide(ctx, cfg.Override, detectionInputs{
 		CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), LastKnown: cfg.LastTopology,
+		Proxy: cfg.Proxy,
 	})
 	setTopologyCondition(st, topo)
 	log.V(4).Info("Topology decided", "enabled", topo.Enabled, "source", topo.Source, "computeZones", topo.ComputeZones, "volumeZones", topo.VolumeZones)
