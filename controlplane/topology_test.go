@@ -323,7 +323,7 @@ func proxied(in detectionInputs, p configv1.ProxyStatus) detectionInputs {
 }
 
 // lastProxy returns the proxy the last detection's client would use for u, or "" for direct.
-func (f *fakeOpenStack) lastProxy(g Gomega, u string) string {
+func (f *fakeOpenStack) lastProxy(ctx context.Context, g Gomega, u string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	g.Expect(f.configs).NotTo(BeEmpty())
@@ -331,7 +331,7 @@ func (f *fakeOpenStack) lastProxy(g Gomega, u string) string {
 	if proxy == nil {
 		return ""
 	}
-	req, err := http.NewRequest(http.MethodGet, u, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	p, err := proxy(req)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -359,8 +359,8 @@ func TestDecideProxy(t *testing.T) {
 		r := newFakeClock().reconciler(cloud, interval)
 		d := r.decide(t.Context(), nil, proxied(detectionCreds("a"), proxy))
 		g.Expect(d.Source).To(Equal(sourceDetected))
-		g.Expect(cloud.lastProxy(g, keystone)).To(Equal(proxy.HTTPSProxy))
-		g.Expect(cloud.lastProxy(g, "http://keystone.example:5000/v3")).To(Equal(proxy.HTTPProxy))
+		g.Expect(cloud.lastProxy(t.Context(), g, keystone)).To(Equal(proxy.HTTPSProxy))
+		g.Expect(cloud.lastProxy(t.Context(), g, "http://keystone.example:5000/v3")).To(Equal(proxy.HTTPProxy))
 	})
 
 	t.Run("When noProxy names the OpenStack host, it should list the zones directly", func(t *testing.T) {
@@ -371,7 +371,7 @@ func TestDecideProxy(t *testing.T) {
 		p := proxy
 		p.NoProxy += ",keystone.example"
 		r.decide(t.Context(), nil, proxied(detectionCreds("a"), p))
-		g.Expect(cloud.lastProxy(g, keystone)).To(BeEmpty())
+		g.Expect(cloud.lastProxy(t.Context(), g, keystone)).To(BeEmpty())
 	})
 
 	t.Run("When no proxy is set, it should connect directly", func(t *testing.T) {
@@ -380,7 +380,7 @@ func TestDecideProxy(t *testing.T) {
 		cloud := &fakeOpenStack{compute: matching, volume: matching}
 		r := newFakeClock().reconciler(cloud, interval)
 		r.decide(t.Context(), nil, detectionCreds("a"))
-		g.Expect(cloud.lastProxy(g, keystone)).To(BeEmpty())
+		g.Expect(cloud.lastProxy(t.Context(), g, keystone)).To(BeEmpty())
 	})
 
 	t.Run("When the proxy changes, it should detect again at once", func(t *testing.T) {

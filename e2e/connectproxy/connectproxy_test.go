@@ -23,6 +23,8 @@ func connect(g Gomega, p *Proxy, method, target, auth string) (int, net.Conn) {
 	g.Expect(err).NotTo(HaveOccurred())
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	g.Expect(err).NotTo(HaveOccurred())
+	// The answer has no body; the connection is the tunnel, which the caller closes.
+	_ = resp.Body.Close()
 	return resp.StatusCode, c
 }
 

@@ -82,7 +82,7 @@ func TestProxyFunc(t *testing.T) {
 			proxy, err := topology.ProxyFunc(tt.settings)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(proxy).NotTo(BeNil())
-			req, err := http.NewRequest(http.MethodGet, tt.url, nil)
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, tt.url, nil)
 			g.Expect(err).NotTo(HaveOccurred())
 			got, err := proxy(req)
 			g.Expect(err).NotTo(HaveOccurred())
