@@ -76,8 +76,8 @@ type controllerInputs struct {
 	Topology     bool
 	// Hashes are the per-input hashes written to the pod template, keyed by input name.
 	Hashes map[string]string
-	// Proxy is the cluster-wide proxy and TrustedCA whether the injected CA bundle has
-	// content (standalone only).
+	// Proxy is the cluster-wide proxy (standalone) or the operator's own (HyperShift).
+	// TrustedCA is whether the injected CA bundle has content (standalone only).
 	Proxy     configv1.ProxyStatus
 	TrustedCA bool
 }
@@ -309,8 +309,9 @@ func setControllerImages(pod *corev1.PodSpec, img images.Controller) error {
 }
 
 // adaptHyperShiftController applies the HyperShift control-plane pod rules: colocation with the
-// hosted control plane, its priority class, tolerations and affinity, and the guest kubeconfig
-// for the sidecars.
+// hosted control plane, its priority class, tolerations and affinity, the guest kubeconfig for
+// the sidecars, and the operator's proxy for every container (as csi-operator does: the
+// containers sit next to the operator and reach the same APIs).
 func adaptHyperShiftController(tmpl *corev1.PodTemplateSpec, in controllerInputs) {
 	pod := &tmpl.Spec
 	tmpl.Labels[names.HostedControlPlaneLabel] = in.Namespace
@@ -349,6 +350,7 @@ func adaptHyperShiftController(tmpl *corev1.PodTemplateSpec, in controllerInputs
 	})
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
+		c.Env = append(c.Env, proxyEnv(in.Proxy)...)
 		if !slices.Contains(csiSidecars, c.Name) {
 			continue
 		}

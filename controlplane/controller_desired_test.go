@@ -9,6 +9,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	configv1 "github.com/openshift/api/config/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -305,6 +306,39 @@ func TestDesiredController(t *testing.T) {
 				}
 				slices.Sort(exposed)
 				g.Expect(exposed).To(Equal([]int32{9202, 9203, 9204, 9205, 9206}))
+			},
+		},
+		{
+			name: "When on HyperShift with a proxy in the operator's environment, it should give every container that proxy",
+			edit: func(in *controllerInputs) {
+				in.Proxy = configv1.ProxyStatus{HTTPProxy: "http://proxy.example.com:3128", HTTPSProxy: "http://proxy.example.com:3129", NoProxy: ".svc,kube-apiserver"}
+			},
+			check: func(g Gomega, dep *appsv1.Deployment) {
+				want := []corev1.EnvVar{
+					{Name: "HTTP_PROXY", Value: "http://proxy.example.com:3128"}, {Name: "http_proxy", Value: "http://proxy.example.com:3128"},
+					{Name: "HTTPS_PROXY", Value: "http://proxy.example.com:3129"}, {Name: "https_proxy", Value: "http://proxy.example.com:3129"},
+					{Name: "NO_PROXY", Value: ".svc,kube-apiserver"}, {Name: "no_proxy", Value: ".svc,kube-apiserver"},
+				}
+				g.Expect(dep.Spec.Template.Spec.Containers).To(HaveLen(11))
+				for _, c := range dep.Spec.Template.Spec.Containers {
+					var proxyEnv []corev1.EnvVar
+					for _, e := range c.Env {
+						if strings.HasSuffix(strings.ToUpper(e.Name), "_PROXY") {
+							proxyEnv = append(proxyEnv, e)
+						}
+					}
+					g.Expect(proxyEnv).To(Equal(want), c.Name)
+				}
+			},
+		},
+		{
+			name: "When on HyperShift without a proxy, it should give no container proxy variables",
+			check: func(g Gomega, dep *appsv1.Deployment) {
+				for _, c := range dep.Spec.Template.Spec.Containers {
+					for _, e := range c.Env {
+						g.Expect(strings.ToUpper(e.Name)).NotTo(HaveSuffix("_PROXY"), c.Name)
+					}
+				}
 			},
 		},
 		{

@@ -8,7 +8,6 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
 // setControllerConditions sets the controller's Available and Progressing conditions from the
@@ -85,11 +84,11 @@ func setTopologyCondition(s *conditions.Set, d topologyDecision) {
 			fmt.Sprintf("Topology is %s (%s).", onOff(d.Enabled), describeSource(d)))
 		return
 	}
-	// topology.Message is a sentence without its full stop: end it here, or the message runs
+	// The failure message is a sentence without its full stop: end it here, or the message runs
 	// on into the next sentence.
 	s.True(names.ConditionTopologyDegraded, names.ReasonOpenStackUnavailable,
 		fmt.Sprintf("Listing the OpenStack availability zones failed: %s. Topology stays %s (%s); the operator retries.",
-			topology.Message(d.Failure), onOff(d.Enabled), describeSource(d)))
+			d.failureMessage(), onOff(d.Enabled), describeSource(d)))
 }
 
 func describeSource(d topologyDecision) string {

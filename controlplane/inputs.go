@@ -128,7 +128,8 @@ type config struct {
 	NodeConf       string
 	Override       *bool
 	LastTopology   *bool
-	// Proxy is the cluster-wide proxy and TrustedCA the injected CA bundle (standalone).
+	// Proxy is the proxy towards OpenStack: the cluster-wide one (standalone) or the operator's
+	// own (HyperShift). TrustedCA is the injected CA bundle (standalone).
 	Proxy     configv1.ProxyStatus
 	TrustedCA *corev1.ConfigMap
 	// ServiceMonitor is set when the controller's ServiceMonitor is to be applied (standalone,
@@ -191,6 +192,7 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*confi
 		problems = append(problems, resolveStandalone(cfg, in)...)
 	}
 	if rc.HyperShift {
+		cfg.Proxy = rc.Proxy
 		if in.HCP == nil {
 			problems = append(problems, problem{names.ReasonMissingHostedControlPlane,
 				fmt.Sprintf("No single HostedControlPlane found in namespace %s.", rc.Namespace)})

@@ -57,6 +57,11 @@ type Config struct {
 	OpenStackTimeout time.Duration
 	// NewZoneLister builds the OpenStack client; tests and the default use topology.NewClient.
 	NewZoneLister func(context.Context, topology.Config) (topology.ZoneLister, error)
+	// Proxy is, on HyperShift, the proxy of the operator's own environment (HTTP_PROXY,
+	// HTTPS_PROXY and NO_PROXY, which HyperShift's control-plane operator sets): topology
+	// detection and every controller container use it, as csi-operator's do. Standalone mode
+	// ignores it and follows the cluster-wide Proxy instead.
+	Proxy configv1.ProxyStatus
 }
 
 func (c *Config) defaults() {

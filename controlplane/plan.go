@@ -36,7 +36,10 @@ type Detection struct {
 	// Enabled is the decision of the last listing that succeeded, nil when none did.
 	Enabled *bool
 	// Failure is why the latest listing failed; empty when it succeeded or none was made.
-	Failure topology.Reason
+	// FailureMessage is its user-facing sentence (topology.Describe), which names the proxy
+	// when the proxy failed.
+	Failure        topology.Reason
+	FailureMessage string
 	// ComputeZones and VolumeZones are the zones of the last success, for logs.
 	ComputeZones, VolumeZones []string
 	// RecheckIn is when the zones are due to be listed again; zero when no listing is needed.
@@ -128,8 +131,8 @@ func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.S
 			// carries the final value.
 			hashCloudConf:   confighash.ConfigMap(controllerConf),
 			hashCredentials: confighash.SecretKeys(credentials, names.KeyCloudsYAML),
-			// Standalone only (empty, so no annotation, on HyperShift): a proxy or trusted CA
-			// change rolls the controller.
+			// A proxy change rolls the controller (empty, so no annotation, without a proxy),
+			// and so does a trusted CA change (standalone only).
 			hashProxy:     proxyHash(cfg.Proxy),
 			hashTrustedCA: confighash.ConfigMapKeys(cfg.TrustedCA, names.KeyTrustedCA),
 		},
@@ -164,7 +167,7 @@ func detectionFor(rc Config, s State) (detectionInputs, bool) {
 	if len(problems) > 0 || cfg.Override != nil {
 		return detectionInputs{}, false
 	}
-	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle)}, true
+	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy}, true
 }
 
 // chooseTopology returns the topology decision: the user's override when set; else the detected
@@ -175,7 +178,7 @@ func chooseTopology(override *bool, det Detection, lastKnown *bool) topologyDeci
 	if override != nil {
 		return topologyDecision{Enabled: *override, Source: sourceOverride}
 	}
-	d := topologyDecision{Failure: det.Failure, ComputeZones: det.ComputeZones, VolumeZones: det.VolumeZones, RecheckIn: det.RecheckIn}
+	d := topologyDecision{Failure: det.Failure, FailureMessage: det.FailureMessage, ComputeZones: det.ComputeZones, VolumeZones: det.VolumeZones, RecheckIn: det.RecheckIn}
 	switch {
 	case det.Failure == "" && det.Enabled != nil:
 		d.Enabled, d.Source = *det.Enabled, sourceDetected

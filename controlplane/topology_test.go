@@ -3,13 +3,17 @@ package controlplane
 import (
 	"context"
 	"net"
+	"net/http"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	configv1 "github.com/openshift/api/config/v1"
+	operatorv1 "github.com/openshift/api/operator/v1"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
@@ -326,5 +330,138 @@ func TestDecide(t *testing.T) {
 		c.advance(time.Second)
 		r.decide(t.Context(), nil, detectionCreds("a"))
 		g.Expect(cloud.count()).To(Equal(2))
+	})
+}
+
+// proxied returns in with a proxy set.
+func proxied(in decideInputs, p configv1.ProxyStatus) decideInputs {
+	in.Proxy = p
+	return in
+}
+
+// lastProxy returns the proxy the last detection's client would use for u, or "" for direct.
+func (f *fakeOpenStack) lastProxy(ctx context.Context, g Gomega, u string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g.Expect(f.configs).NotTo(BeEmpty())
+	proxy := f.configs[len(f.configs)-1].Proxy
+	if proxy == nil {
+		return ""
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	p, err := proxy(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	if p == nil {
+		return ""
+	}
+	return p.String()
+}
+
+func TestDecideProxy(t *testing.T) {
+	t.Parallel()
+	const interval = 10 * time.Minute
+	matching := []string{"az1", "az2"}
+	const keystone = "https://keystone.example:5000/v3"
+	proxy := configv1.ProxyStatus{
+		HTTPProxy:  "http://proxy.example.com:3128",
+		HTTPSProxy: "http://user:pa55@proxy.example.com:3129",
+		NoProxy:    ".cluster.local,.svc",
+	}
+
+	t.Run("When a proxy is set, it should list the zones through it", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{compute: matching, volume: matching}
+		r := newFakeClock().reconciler(cloud, interval)
+		d := r.decide(t.Context(), nil, proxied(detectionCreds("a"), proxy))
+		g.Expect(d.Source).To(Equal(sourceDetected))
+		g.Expect(cloud.lastProxy(t.Context(), g, keystone)).To(Equal(proxy.HTTPSProxy))
+		g.Expect(cloud.lastProxy(t.Context(), g, "http://keystone.example:5000/v3")).To(Equal(proxy.HTTPProxy))
+	})
+
+	t.Run("When noProxy names the OpenStack host, it should list the zones directly", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{compute: matching, volume: matching}
+		r := newFakeClock().reconciler(cloud, interval)
+		p := proxy
+		p.NoProxy += ",keystone.example"
+		r.decide(t.Context(), nil, proxied(detectionCreds("a"), p))
+		g.Expect(cloud.lastProxy(t.Context(), g, keystone)).To(BeEmpty())
+	})
+
+	t.Run("When no proxy is set, it should connect directly", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{compute: matching, volume: matching}
+		r := newFakeClock().reconciler(cloud, interval)
+		r.decide(t.Context(), nil, detectionCreds("a"))
+		g.Expect(cloud.lastProxy(t.Context(), g, keystone)).To(BeEmpty())
+	})
+
+	t.Run("When the proxy changes, it should detect again at once", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{compute: matching, volume: matching}
+		c := newFakeClock()
+		r := c.reconciler(cloud, interval)
+		r.decide(t.Context(), nil, detectionCreds("a"))
+		steps := []configv1.ProxyStatus{
+			{HTTPSProxy: proxy.HTTPSProxy},
+			{HTTPSProxy: proxy.HTTPSProxy, NoProxy: ".example"},
+			{HTTPSProxy: proxy.HTTPSProxy, NoProxy: ".example", HTTPProxy: proxy.HTTPProxy},
+			{},
+		}
+		for i, p := range steps {
+			c.advance(time.Second)
+			r.decide(t.Context(), nil, proxied(detectionCreds("a"), p))
+			g.Expect(cloud.count()).To(Equal(i+2), "proxy %+v", p)
+		}
+		r.decide(t.Context(), nil, detectionCreds("a"))
+		g.Expect(cloud.count()).To(Equal(len(steps)+1), "an unchanged proxy is the same detection")
+	})
+
+	t.Run("When the proxy setting is not a URL, it should fail with InvalidProxy without calling OpenStack", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{compute: matching, volume: matching}
+		r := newFakeClock().reconciler(cloud, interval)
+		d := r.decide(t.Context(), nil, withLastKnown(proxied(detectionCreds("a"), configv1.ProxyStatus{HTTPSProxy: "ftp://user:s3cret@proxy.example.com"}), true))
+		g.Expect(cloud.count()).To(BeZero())
+		g.Expect(d.Failure).To(Equal(topology.ReasonInvalidProxy))
+		g.Expect(d.Enabled).To(BeTrue())
+		g.Expect(d.Source).To(Equal(sourceLastKnown))
+		g.Expect(d.FailureMessage).To(Equal(topology.Message(topology.ReasonInvalidProxy)))
+		g.Expect(d.FailureMessage).NotTo(ContainSubstring("s3cret"))
+	})
+
+	t.Run("When the proxy refuses, it should name the proxy in the condition, then clear it once the proxy lets OpenStack through", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{clientErr: &topology.ProxyError{Proxy: "proxy.example.com:3129", StatusCode: http.StatusForbidden}}
+		c := newFakeClock()
+		r := c.reconciler(cloud, interval)
+		d := r.decide(t.Context(), nil, proxied(detectionCreds("a"), proxy))
+		g.Expect(d.Failure).To(Equal(topology.ReasonProxyFailure))
+		s := newSet(c.now())
+		setTopologyCondition(s, d)
+		cond := conditionsOf(s)[names.ConditionTopologyDegraded]
+		g.Expect(cond.Status).To(Equal(operatorv1.ConditionTrue))
+		g.Expect(cond.Reason).To(Equal(names.ReasonOpenStackUnavailable))
+		g.Expect(cond.Message).To(HavePrefix("Listing the OpenStack availability zones failed: The HTTP proxy proxy.example.com:3129 refused"))
+		g.Expect(cond.Message).To(ContainSubstring("403 Forbidden"))
+		g.Expect(cond.Message).To(HaveSuffix(". Topology stays disabled (no decision could be made yet); the operator retries."))
+		g.Expect(cond.Message).NotTo(ContainSubstring("pa55"))
+
+		// Until the retry, the cached failure keeps its message.
+		c.advance(time.Second)
+		g.Expect(r.decide(t.Context(), nil, proxied(detectionCreds("a"), proxy)).FailureMessage).To(Equal(d.FailureMessage))
+
+		cloud.set(matching, matching, nil)
+		c.advance(failedDetectionRetry)
+		d = r.decide(t.Context(), nil, proxied(detectionCreds("a"), proxy))
+		g.Expect(d.Failure).To(BeEmpty())
+		g.Expect(d.FailureMessage).To(BeEmpty())
 	})
 }

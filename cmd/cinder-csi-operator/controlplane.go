@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 
+	configv1 "github.com/openshift/api/config/v1"
+	"golang.org/x/net/http/httpproxy"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
@@ -32,6 +34,7 @@ func runControlPlane(args []string, stderr io.Writer) error {
 		return err
 	}
 	o.Config.Namespace = f.namespace
+	o.Config.Proxy = environmentProxy()
 	o.Common = f.common(stderr)
 	if o.Mgmt, err = restConfig(f.kubeconfig, userAgent("controlplane")); err != nil {
 		return err
@@ -53,4 +56,11 @@ func bindTopologyFlags(fs *flag.FlagSet, cfg *controlplane.Config) {
 		"How often the OpenStack availability zones are listed again to decide topology.")
 	fs.DurationVar(&cfg.OpenStackTimeout, "openstack-timeout", controlplane.DefaultOpenStackTimeout,
 		"Time limit of one topology detection against OpenStack.")
+}
+
+// environmentProxy reads the proxy HyperShift's control-plane operator puts into the operator's
+// environment, as net/http reads it (HTTPS_PROXY before https_proxy, and so on).
+func environmentProxy() configv1.ProxyStatus {
+	env := httpproxy.FromEnvironment()
+	return configv1.ProxyStatus{HTTPProxy: env.HTTPProxy, HTTPSProxy: env.HTTPSProxy, NoProxy: env.NoProxy}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	configv1 "github.com/openshift/api/config/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -52,6 +53,9 @@ type OperatorOptions struct {
 	// tests can assert on the operator's log, for example that no secret value is ever in it.
 	// It must be safe for concurrent writes.
 	LogOutput io.Writer
+	// Proxy is, in HyperShift mode, the proxy of the operator's environment, which the command
+	// reads from HTTP_PROXY, HTTPS_PROXY and NO_PROXY; standalone mode follows the Proxy object.
+	Proxy configv1.ProxyStatus
 	// WrapConfig, when set, adjusts the REST configuration a manager ("controlplane", "guest"
 	// or "standalone") uses for a cluster (ClusterManagement or ClusterGuest; the one cluster
 	// of standalone mode is ClusterManagement), for example to impersonate the operator's
@@ -134,6 +138,7 @@ func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
 		cp.LeaderConfig = cp.Mgmt
 		cp.Config.Namespace, cp.Config.Images = e.Namespace, ctrlImages
 		cp.Config.TopologyRecheckInterval, cp.Config.OpenStackTimeout = o.TopologyRecheckInterval, o.OpenStackTimeout
+		cp.Config.Proxy = o.Proxy
 		m, err := operator.NewControlPlane(cp)
 		if err != nil {
 			return nil, err

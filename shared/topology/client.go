@@ -37,9 +37,9 @@ type Config struct {
 	Timeout time.Duration
 	// UserAgent is prepended to gophercloud's User-Agent, so OpenStack logs name the operator.
 	UserAgent string
-	// Proxy selects the HTTP proxy per request; nil connects directly. The operator passes the
-	// cluster-wide proxy here explicitly (for example http.ProxyFromEnvironment in a pod whose
-	// environment the cluster proxy populates).
+	// Proxy selects the HTTP proxy per request; nil connects directly. The operator passes its
+	// proxy settings here explicitly, through ProxyFunc. A proxy that cannot be reached or
+	// refuses the tunnel fails with ReasonProxyFailure, and Describe names it.
 	Proxy func(*http.Request) (*url.URL, error)
 }
 
@@ -103,12 +103,19 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 		MaxIdleConnsPerHost:   2,
 		ForceAttemptHTTP2:     true,
 	}
+	// A proxy's failures name the proxy: a refused CONNECT through this hook, a failed dial
+	// through proxyTransport.
+	transport.OnProxyConnectResponse = refusedConnect
+	var roundTripper http.RoundTripper = transport
+	if cfg.Proxy != nil {
+		roundTripper = proxyTransport{base: transport, proxy: cfg.Proxy}
+	}
 
 	provider, err := openstack.NewClient(cloud.auth.IdentityEndpoint)
 	if err != nil {
 		return nil, newError("parsing clouds.yaml", ReasonInvalidCloudsYAML, err, cloud.secrets...)
 	}
-	provider.HTTPClient = http.Client{Transport: transport, Timeout: timeout}
+	provider.HTTPClient = http.Client{Transport: roundTripper, Timeout: timeout}
 	if cfg.UserAgent != "" {
 		provider.UserAgent.Prepend(cfg.UserAgent)
 	}

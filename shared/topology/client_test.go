@@ -2,6 +2,9 @@ package topology_test
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/connectproxy"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
@@ -753,5 +757,136 @@ func TestClientIgnoresEnvironment(t *testing.T) {
 		t.Setenv("OS_CACERT", filepath.Join(dir, "missing-ca.pem"))
 		_, err := newClient(t, config(t, s))
 		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonInvalidCloudsYAML), "error: %v", err)
+	})
+}
+
+// proxyOnlyHost names the fake OpenStack in the proxy tests. Only the test's proxy resolves it:
+// .onion names are never looked up in DNS (RFC 7686; Go's resolver refuses them without sending
+// a query), so a client that reaches it went through the proxy, and one that tries directly fails
+// at once, without any traffic leaving loopback.
+const proxyOnlyHost = "openstack.onion"
+
+// proxiedFake starts a fake OpenStack that clouds.yaml names by proxyOnlyHost, and a CONNECT
+// proxy that resolves that name to the fake.
+func proxiedFake(t *testing.T) (*fakeopenstack.Server, *connectproxy.Proxy, topology.Config) {
+	t.Helper()
+	s := newFake(t, fakeopenstack.Options{ExtraHosts: []string{proxyOnlyHost}})
+	p, err := connectproxy.Start(connectproxy.Options{Hosts: map[string]string{proxyOnlyHost: "127.0.0.1"}})
+	if err != nil {
+		t.Fatalf("starting the proxy: %v", err)
+	}
+	t.Cleanup(p.Close)
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(s.URL(), "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(t, s)
+	cfg.CloudsYAML = cloudsYAML(t, s, fakeopenstack.CloudOptions{BaseURL: "https://" + net.JoinHostPort(proxyOnlyHost, port)})
+	return s, p, cfg
+}
+
+// withProxy sets cfg.Proxy from settings or fails the test.
+func withProxy(t *testing.T, cfg topology.Config, settings topology.ProxySettings) topology.Config {
+	t.Helper()
+	proxy, err := topology.ProxyFunc(settings)
+	if err != nil {
+		t.Fatalf("building the proxy function: %v", err)
+	}
+	cfg.Proxy = proxy
+	return cfg
+}
+
+func TestClientProxy(t *testing.T) {
+	t.Parallel()
+	const proxyPassword = "proxy-pa55word"
+
+	t.Run("When HTTPS_PROXY is set, it should reach OpenStack through the proxy with the proxy's credentials", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s, p, cfg := proxiedFake(t)
+		cfg = withProxy(t, cfg, topology.ProxySettings{HTTPSProxy: "http://csi:" + proxyPassword + "@" + p.Addr()})
+
+		c, err := newClient(t, cfg)
+		g.Expect(err).NotTo(HaveOccurred())
+		d, err := topology.Detect(t.Context(), c)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(d.Enabled).To(BeTrue())
+
+		connects := p.Connects()
+		g.Expect(connects).NotTo(BeEmpty())
+		for _, cn := range connects {
+			g.Expect(cn.Target).To(HavePrefix(proxyOnlyHost+":"), "every request goes to the OpenStack host, through the proxy")
+			g.Expect(cn.Status).To(Equal(http.StatusOK))
+			g.Expect(cn.User).To(Equal("csi"))
+		}
+		g.Expect(s.CountTokenRequests()).To(Equal(1))
+		g.Expect(s.Count(fakeopenstack.EndpointCompute)).To(Equal(1))
+		g.Expect(s.Count(fakeopenstack.EndpointVolume)).To(Equal(1))
+	})
+
+	t.Run("When NO_PROXY names the OpenStack host's domain, it should connect directly and not use the proxy", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		_, p, cfg := proxiedFake(t)
+		cfg = withProxy(t, cfg, topology.ProxySettings{HTTPSProxy: p.URL(), NoProxy: "example.com,.onion"})
+
+		// Directly, the name cannot be resolved: that failure proves the proxy was bypassed.
+		_, err := newClient(t, cfg)
+		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonUnreachable), "error: %v", err)
+		g.Expect(err.Error()).To(ContainSubstring(proxyOnlyHost))
+		g.Expect(err.Error()).NotTo(ContainSubstring("proxyconnect"))
+		g.Expect(p.Connects()).To(BeEmpty())
+	})
+
+	for _, status := range []int{http.StatusForbidden, http.StatusBadGateway} {
+		t.Run(fmt.Sprintf("When the proxy answers CONNECT with %d, it should fail with ProxyFailure naming the proxy but not its credentials", status), func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s, p, cfg := proxiedFake(t)
+			cfg = withProxy(t, cfg, topology.ProxySettings{HTTPSProxy: "http://csi:" + proxyPassword + "@" + p.Addr()})
+			p.Refuse(status)
+
+			_, err := newClient(t, cfg)
+			g.Expect(topology.Classify(err)).To(Equal(topology.ReasonProxyFailure), "error: %v", err)
+			msg := topology.Describe(err)
+			g.Expect(msg).To(ContainSubstring("The HTTP proxy " + p.Addr() + " refused"))
+			g.Expect(msg).To(ContainSubstring(fmt.Sprintf("%d %s", status, http.StatusText(status))))
+			g.Expect(msg).NotTo(ContainSubstring("\n"))
+			expectNoSecret(g, err, proxyPassword, fakeopenstack.DefaultPassword)
+			g.Expect(msg).NotTo(ContainSubstring(proxyPassword))
+			g.Expect(s.Requests()).To(BeEmpty(), "nothing reached OpenStack")
+		})
+	}
+
+	t.Run("When the proxy refuses only after the client was created, it should fail listing zones with ProxyFailure", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		_, p, cfg := proxiedFake(t)
+		cfg = withProxy(t, cfg, topology.ProxySettings{HTTPSProxy: p.URL()})
+		c, err := newClient(t, cfg)
+		g.Expect(err).NotTo(HaveOccurred())
+		c.Close()
+		p.Refuse(http.StatusForbidden)
+
+		_, err = c.ComputeZones(t.Context())
+		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonProxyFailure), "error: %v", err)
+		g.Expect(topology.Describe(err)).To(ContainSubstring(p.Addr()))
+	})
+
+	t.Run("When the proxy is down, it should fail with ProxyFailure saying it cannot be reached", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s, p, cfg := proxiedFake(t)
+		cfg = withProxy(t, cfg, topology.ProxySettings{HTTPSProxy: "http://csi:" + proxyPassword + "@" + p.Addr()})
+		p.Close()
+
+		_, err := newClient(t, cfg)
+		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonProxyFailure), "error: %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("connection refused"))
+		msg := topology.Describe(err)
+		g.Expect(msg).To(HavePrefix("The HTTP proxy " + p.Addr() + " cannot be reached"))
+		expectNoSecret(g, err, proxyPassword)
+		g.Expect(msg).NotTo(ContainSubstring(proxyPassword))
+		g.Expect(s.Requests()).To(BeEmpty())
 	})
 }

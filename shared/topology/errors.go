@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -39,8 +40,14 @@ const (
 	// ReasonPermissionDenied means the API answered 403.
 	ReasonPermissionDenied Reason = "PermissionDenied"
 	// ReasonUnreachable means there was no HTTP answer at all (connection refused or reset, DNS
-	// failure, proxy failure).
+	// failure).
 	ReasonUnreachable Reason = "Unreachable"
+	// ReasonProxyFailure means the HTTP proxy in front of OpenStack could not be reached, or
+	// refused to open a tunnel to the OpenStack API. It refines Unreachable so the message can
+	// name the proxy; Describe gives that message.
+	ReasonProxyFailure Reason = "ProxyFailure"
+	// ReasonInvalidProxy means a proxy setting is not a URL net/http can use.
+	ReasonInvalidProxy Reason = "InvalidProxy"
 	// ReasonTLSFailure means the TLS handshake failed, usually because the server certificate is
 	// not signed by the configured CA or does not match the host. It refines Unreachable so the
 	// message can point at the CA bundle.
@@ -65,7 +72,8 @@ const (
 )
 
 // messages are single-line, secret-free and say what to check. They never include data from the
-// error, so they are stable across retries and safe for conditions and events.
+// error, so they are stable across retries and safe for conditions and events. Describe adds one
+// piece of configuration to the proxy failure: the proxy's host:port.
 var messages = map[Reason]string{
 	ReasonInvalidCloudsYAML: "The clouds.yaml in the OpenStack credentials Secret cannot be parsed " +
 		"or has an invalid setting; fix the Secret",
@@ -80,6 +88,11 @@ var messages = map[Reason]string{
 		"of the OpenStack user or the access rules of the application credential",
 	ReasonUnreachable: "The OpenStack API cannot be reached; " +
 		"check auth_url, DNS, the network path and the proxy settings",
+	ReasonProxyFailure: "The HTTP proxy in front of the OpenStack API cannot be reached or refused " +
+		"the connection; check that the proxy runs and allows connections to the OpenStack API hosts, " +
+		"or add those hosts to noProxy",
+	ReasonInvalidProxy: "The HTTP proxy settings are not valid proxy URLs " +
+		"(such as http://proxy.example.com:3128); fix httpProxy and httpsProxy",
 	ReasonTLSFailure: "The TLS connection to the OpenStack API failed; check that the CA bundle " +
 		"contains the CA that signed the OpenStack API certificate and that the certificate " +
 		"matches the host name",
@@ -103,6 +116,29 @@ func Message(r Reason) string {
 		return m
 	}
 	return messages[ReasonUnknown]
+}
+
+// Describe returns the user-facing sentence for err: Message of its reason, except that a proxy
+// failure names the proxy (host:port, never the credentials of a proxy URL) and says whether it
+// refused the tunnel or could not be reached. Like Message, it never contains text from the
+// error, so it is stable across retries and safe for conditions and events.
+func Describe(err error) string {
+	r := Classify(err)
+	if r != ReasonProxyFailure {
+		return Message(r)
+	}
+	pe := findProxyError(err)
+	switch {
+	case pe == nil || pe.Proxy == "":
+		return Message(r)
+	case pe.StatusCode != 0:
+		return fmt.Sprintf("The HTTP proxy %s refused to connect to the OpenStack API (it answered CONNECT with %s); "+
+			"check that the proxy allows connections to the OpenStack API hosts and ports, "+
+			"or add those hosts to noProxy", pe.Proxy, statusText(pe.StatusCode))
+	default:
+		return fmt.Sprintf("The HTTP proxy %s cannot be reached; "+
+			"check that the proxy runs and that the proxy settings name it correctly", pe.Proxy)
+	}
 }
 
 // Error is a classified failure. Its Error string is single-line, bounded in length and scrubbed of
@@ -195,6 +231,12 @@ func classifyCause(err error) Reason {
 			return r
 		}
 		return classifyCause(reauth.ErrOriginal)
+	}
+
+	// Before the TLS and timeout checks: net/http wraps every failure to reach the proxy, TLS
+	// handshakes and dial timeouts included, and the proxy is what the user must check then.
+	if findProxyError(err) != nil {
+		return ReasonProxyFailure
 	}
 
 	var (
