@@ -281,6 +281,25 @@ func TestWithReason(t *testing.T) {
 	}
 }
 
+func TestReasonError_Error(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  *ReasonError
+		want string
+	}{
+		{name: "When there is no underlying error, it should be the message alone", err: &ReasonError{Reason: "R", Message: "Do this."}, want: "Do this."},
+		{name: "When there is an underlying error, it should follow the message", err: &ReasonError{Reason: "R", Message: "Do this.", Err: errors.New("cause")}, want: "Do this.: cause"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			g.Expect(tt.err.Error()).To(Equal(tt.want))
+		})
+	}
+}
+
 func TestFind(t *testing.T) {
 	t.Parallel()
 	conds := []operatorv1.OperatorCondition{
