@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,7 +111,8 @@ func checkDriverReads(out string, global, blockStorage, metadata []entry) error 
 	var want []map[string]string
 	for i, s := range sections {
 		if s.entries == nil {
-			if strings.Contains(out, "["+s.name+"]") {
+			// A header is a line of its own; values hold no newline.
+			if slices.Contains(strings.Split(out, "\n"), "["+s.name+"]") {
 				return fmt.Errorf("output has a [%s] section it must not have:\n%s", s.name, out)
 			}
 			continue
