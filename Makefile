@@ -38,6 +38,11 @@ REAL_NODES ?= auto
 # The test timeout covers the idle-window test (five minutes) plus cluster start-ups.
 TEST_TIMEOUT ?= 40m
 GO_TEST_FLAGS ?=
+# Packages test-unit leaves out (a grep -E pattern over import paths): their tests start local
+# clusters (integration, install, localcluster, e2e-kind), need real nodes (realnode), run a
+# containerd (images) or attach loop devices (fakeopenstack). Elsewhere, -short skips the few tests
+# that start a local cluster (shared/apply's Applier tests).
+NON_UNIT_PKGS := /e2e/(integration|install|localcluster|realnode|cmd/e2e-kind|images|fakeopenstack)$$
 
 # Real nodes (a kubelet and containerd in network namespaces of their own) need Linux and root.
 # Elsewhere the real-node targets say so loudly and skip; under CI=true a skip is a failure.
@@ -71,6 +76,9 @@ test: $(UPSTREAM) real-node-prereqs ## Run unit, integration and e2e tests, and 
 	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory test-storage
 
+.PHONY: test-unit
+test-unit: ## Run the unit tests with the race detector: no local cluster, real node or upstream binary needed.
+	go test -race -short $(GO_TEST_FLAGS) $$(go list ./... | grep -Ev '$(NON_UNIT_PKGS)')
 
 .PHONY: real-node-prereqs
 real-node-prereqs: ## Install the real nodes' Debian packages and build the kubelet and operand images (Linux, root).
