@@ -43,6 +43,8 @@ GO_TEST_FLAGS ?=
 # containerd (images) or attach loop devices (fakeopenstack). Elsewhere, -short skips the few tests
 # that start a local cluster (shared/apply's Applier tests).
 NON_UNIT_PKGS := /e2e/(integration|install|localcluster|realnode|cmd/e2e-kind|images|fakeopenstack)$$
+# How long `make fuzz` runs each fuzz target; CI passes a few seconds.
+FUZZ_TIME ?= 20s
 
 # Real nodes (a kubelet and containerd in network namespaces of their own) need Linux and root.
 # Elsewhere the real-node targets say so loudly and skip; under CI=true a skip is a failure.
@@ -79,6 +81,17 @@ test: $(UPSTREAM) real-node-prereqs ## Run unit, integration and e2e tests, and 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector: no local cluster, real node or upstream binary needed.
 	go test -race -short $(GO_TEST_FLAGS) $$(go list ./... | grep -Ev '$(NON_UNIT_PKGS)')
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target (func Fuzz* in a _test.go file) for FUZZ_TIME each, one after another.
+	@targets=$$(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' cmd controlplane guest shared manifests e2e | \
+	  sed 's,/[^/]*:func ,:,' | sort || true); \
+	[ -n "$$targets" ] || { echo "no fuzz targets found" >&2; exit 1; }; \
+	for t in $$targets; do \
+	  dir=./$${t%%:*}; name=$${t#*:}; \
+	  echo "Fuzzing $$name in $$dir for $(FUZZ_TIME)"; \
+	  go test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZ_TIME) "$$dir"; \
+	done
 
 .PHONY: real-node-prereqs
 real-node-prereqs: ## Install the real nodes' Debian packages and build the kubelet and operand images (Linux, root).
