@@ -73,8 +73,8 @@ run-local: build $(UPSTREAM) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),real-node
 	go run ./e2e/cmd/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(REAL_NODES)
 
 .PHONY: test
-test: $(UPSTREAM) real-node-prereqs ## Run unit, integration and e2e tests, and real storage on real nodes where the host allows it.
-	go test $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
+test: $(UPSTREAM) real-node-prereqs ## Run unit and integration tests (race detector on), e2e tests, and real storage on real nodes where the host allows it.
+	go test -race $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory test-storage
 
