@@ -108,7 +108,7 @@ func FuzzMatches(f *testing.F) {
 			other := live.DeepCopy()
 			other.SetManagedFields([]metav1.ManagedFieldsEntry{entry})
 			if Matches(desired, other, testOwner, subresource) {
-				t.Fatalf("Live with %s still matches:\ndesired: %v\nowned:   %s", name, desired, entry.FieldsV1.Raw)
+				t.Fatalf("Live with %s still matches:\ndesired: %v\nowned:   %s", name, desired, entry.FieldsV1.GetRawString())
 			}
 		}
 		for _, fewer := range withoutOne(set) {
