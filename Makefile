@@ -38,6 +38,13 @@ REAL_NODES ?= auto
 # The test timeout covers the idle-window test (five minutes) plus cluster start-ups.
 TEST_TIMEOUT ?= 40m
 GO_TEST_FLAGS ?=
+# Packages test-unit leaves out (a grep -E pattern over import paths): their tests start local
+# clusters (integration, install, localcluster, e2e-kind), need real nodes (realnode), run a
+# containerd (images) or attach loop devices (fakeopenstack). Elsewhere, -short skips the few tests
+# that start a local cluster (shared/apply's Applier tests).
+NON_UNIT_PKGS := /e2e/(integration|install|localcluster|realnode|cmd/e2e-kind|images|fakeopenstack)$$
+# How long `make fuzz` runs each fuzz target; CI passes a few seconds.
+FUZZ_TIME ?= 20s
 
 # Real nodes (a kubelet and containerd in network namespaces of their own) need Linux and root.
 # Elsewhere the real-node targets say so loudly and skip; under CI=true a skip is a failure.
@@ -66,11 +73,25 @@ run-local: build $(UPSTREAM) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),real-node
 	go run ./e2e/cmd/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(REAL_NODES)
 
 .PHONY: test
-test: $(UPSTREAM) real-node-prereqs ## Run unit, integration and e2e tests, and real storage on real nodes where the host allows it.
-	go test $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
+test: $(UPSTREAM) real-node-prereqs ## Run unit and integration tests (race detector on), e2e tests, and real storage on real nodes where the host allows it.
+	go test -race $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory test-storage
 
+.PHONY: test-unit
+test-unit: ## Run the unit tests with the race detector: no local cluster, real node or upstream binary needed.
+	go test -race -short $(GO_TEST_FLAGS) $$(go list ./... | grep -Ev '$(NON_UNIT_PKGS)')
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target (func Fuzz* in a _test.go file) for FUZZ_TIME each, one after another.
+	@targets=$$(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' cmd controlplane guest shared manifests e2e | \
+	  sed 's,/[^/]*:func ,:,' | sort || true); \
+	[ -n "$$targets" ] || { echo "no fuzz targets found" >&2; exit 1; }; \
+	for t in $$targets; do \
+	  dir=./$${t%%:*}; name=$${t#*:}; \
+	  echo "Fuzzing $$name in $$dir for $(FUZZ_TIME)"; \
+	  go test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZ_TIME) "$$dir"; \
+	done
 
 .PHONY: real-node-prereqs
 real-node-prereqs: ## Install the real nodes' Debian packages and build the kubelet and operand images (Linux, root).

@@ -9,11 +9,12 @@ import (
 
 // StartForTest starts a cluster for a test and stops it in t.Cleanup. When the binaries are not
 // built it skips the test, unless the CI environment variable is set to a true value: a CI job
-// must not turn green by skipping everything. When the test has failed, the end of every
-// component's log is printed before the cluster is stopped, because a temporary work directory
-// is removed with it.
+// must not turn green by skipping everything. Under -short (`make test-unit`) it always skips.
+// When the test has failed, the end of every component's log is printed before the cluster is
+// stopped, because a temporary work directory is removed with it.
 func StartForTest(t testing.TB, opts Options) *Cluster {
 	t.Helper()
+	skipShort(t)
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}
@@ -29,6 +30,7 @@ func StartForTest(t testing.TB, opts Options) *Cluster {
 // StartForTest.
 func StartPairForTest(t testing.TB, mgmt, guest Options) (*Cluster, *Cluster) {
 	t.Helper()
+	skipShort(t)
 	for _, o := range []*Options{&mgmt, &guest} {
 		if o.Logf == nil {
 			o.Logf = t.Logf
@@ -40,6 +42,15 @@ func StartPairForTest(t testing.TB, mgmt, guest Options) (*Cluster, *Cluster) {
 	}
 	registerCleanup(t, m, g)
 	return m, g
+}
+
+// skipShort skips under -short: unit test runs need neither the upstream binaries nor the
+// seconds a cluster takes to start.
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("Skipping under -short: the test starts a local cluster")
+	}
 }
 
 // failStart skips for missing binaries outside CI and fails otherwise.

@@ -200,6 +200,11 @@ func TestController(t *testing.T) {
 			wantErr: "cinder-csi-config: line 3: [BlockStorage] rescan-on-resize must be a boolean: true, false, yes, no, on, off, 1 or 0",
 		},
 		{
+			name:    "When a typed key is spelt with a character gcfg folds into it, it should check the value all the same",
+			in:      Input{CloudName: "openstack", UserConfig: "[BlockStorage]\nre\u017fcan-on-resize = maybe\n"},
+			wantErr: "cinder-csi-config: line 2: [BlockStorage] re\u017fcan-on-resize must be a boolean: true, false, yes, no, on, off, 1 or 0",
+		},
+		{
 			name:    "When a bool key is single-quoted, it should fail because gcfg keeps the quotes",
 			in:      Input{CloudName: "openstack", UserConfig: "[BlockStorage]\nignore-volume-microversion = 'true'\n"},
 			wantErr: "cinder-csi-config: line 2: [BlockStorage] ignore-volume-microversion must be a boolean: true, false, yes, no, on, off, 1 or 0",

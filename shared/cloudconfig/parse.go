@@ -77,7 +77,7 @@ func keep(f *ini.File, name string, lines map[keyRef]int, drop map[string]bool, 
 	var out []entry
 	for _, k := range sec.Keys() {
 		key := k.Name()
-		if drop[key] {
+		if _, ok := lookup(drop, key); ok {
 			continue
 		}
 		// Value, not String: String expands ini.v1's %(name)s references, which gcfg does not have.
@@ -93,7 +93,7 @@ func keep(f *ini.File, name string, lines map[keyRef]int, drop map[string]bool, 
 			return nil, &ConfigError{Key: names.KeyUserConfig, Line: line,
 				Reason: fmt.Sprintf("[%s] %s contains a backslash", name, key)}
 		}
-		if validate := validators[key]; validate != nil {
+		if validate, ok := lookup(validators, key); ok {
 			if reason := validate(value); reason != "" {
 				return nil, &ConfigError{Key: names.KeyUserConfig, Line: line,
 					Reason: fmt.Sprintf("[%s] %s %s", name, key, reason)}
@@ -102,6 +102,22 @@ func keep(f *ini.File, name string, lines map[keyRef]int, drop map[string]bool, 
 		out = append(out, entry{key: key, value: value})
 	}
 	return out, nil
+}
+
+// lookup returns the entry of m whose key gcfg would take name for. gcfg matches names with
+// strings.EqualFold, which folds more than the lower-casing ini.v1 does: "reſcan-on-resize" (with
+// U+017F, a long s) is the driver's rescan-on-resize, and its value must be checked as one.
+func lookup[V any](m map[string]V, name string) (V, bool) {
+	if v, ok := m[name]; ok {
+		return v, true
+	}
+	for k, v := range m {
+		if strings.EqualFold(k, name) {
+			return v, true
+		}
+	}
+	var zero V
+	return zero, false
 }
 
 // isForbiddenControl reports characters cloud.conf cannot carry: gcfg has escapes only for tab

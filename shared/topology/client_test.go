@@ -242,6 +242,29 @@ func TestClientCredentialErrors(t *testing.T) {
 			secrets: []string{"pw-hunter2"},
 		},
 		{
+			name: "When a value with a backtick has the wrong type, it should fail with InvalidCloudsYAML and quote no part of it",
+			yaml: func(*fakeopenstack.Server) []byte {
+				// yaml.v2 quotes the first seven bytes: "pw`hunt".
+				return []byte("clouds:\n  openstack:\n    auth: \"pw`hunter2-long\"\n")
+			},
+			want:    topology.ReasonInvalidCloudsYAML,
+			secrets: []string{"hunt"},
+		},
+		{
+			name: "When a value with backticks cannot have its explicit tag, it should fail with InvalidCloudsYAML and quote no part of it",
+			yaml: func(*fakeopenstack.Server) []byte {
+				return []byte("clouds:\n  openstack:\n    verify: !!bool \"x`hu3`y\"\n")
+			},
+			want:    topology.ReasonInvalidCloudsYAML,
+			secrets: []string{"hu3"},
+		},
+		{
+			name:  "When the cloud name holds a newline and is not in clouds.yaml, it should fail with CloudNotFound on one line",
+			yaml:  func(s *fakeopenstack.Server) []byte { b, _ := s.CloudsYAML(fakeopenstack.CloudOptions{}); return b },
+			cloud: "open\nstack",
+			want:  topology.ReasonCloudNotFound,
+		},
+		{
 			name:  "When clouds.yaml is empty, it should fail with InvalidCloudsYAML",
 			yaml:  func(*fakeopenstack.Server) []byte { return nil },
 			want:  topology.ReasonInvalidCloudsYAML,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -63,15 +64,16 @@ func parseCloud(data []byte, cloudName string) (*parsedCloud, error) {
 	if err := yaml.Unmarshal(data, &all); err != nil {
 		// Not wrapped: yaml.v2 type errors quote the offending value, which may be a password.
 		// The scrubbed text is all that is kept.
-		detail := scrub(yamlQuoted.ReplaceAllString(err.Error(), "<value>"), nil)
-		return nil, &Error{Reason: ReasonInvalidCloudsYAML, Op: op, detail: detail}
+		return nil, &Error{Reason: ReasonInvalidCloudsYAML, Op: op, detail: yamlDetail(err)}
 	}
 	if all.Clouds == nil {
 		return nil, &Error{Reason: ReasonInvalidCloudsYAML, Op: op, detail: `clouds.yaml has no "clouds" map`}
 	}
 	cloud, ok := all.Clouds[cloudName]
 	if !ok {
-		detail := "cloud " + quote(cloudName) + " not found in clouds.yaml"
+		// Quoted with Go escapes and bounded: the name comes from the HostedControlPlane and
+		// may hold a newline, while the error text must stay one short line.
+		detail := scrub("cloud "+strconv.Quote(cloudName)+" not found in clouds.yaml", nil)
 		return nil, &Error{Reason: ReasonCloudNotFound, Op: op, detail: detail}
 	}
 
@@ -160,8 +162,4 @@ func checkAuthFields(a *clouds.AuthInfo) error {
 		return missing("auth has no credential: set username and password, " +
 			"or application_credential_id and application_credential_secret")
 	}
-}
-
-func quote(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
 }
