@@ -272,6 +272,9 @@ SKIP ?= any volume data source|\[Disruptive\]|\(default fs\)\(allowExpansion\)|\
 # the manifest rules out.
 EXTERNAL_STORAGE_CI_FOCUS := External.Storage.*(\[Testpattern: Dynamic PV \((ext4|xfs|default fs|block volmode)\)\] (\[Slow\] )?(volumes|provisioning|volumeMode) |\[Testpattern: Dynamic Snapshot \(delete policy\)\] snapshottable\[|\(block volmode\)\(allowExpansion\)\] volume-expand|\(xfs\)\] \[Slow\] volume-expand)
 EXTERNAL_STORAGE_TIMEOUT ?= 3h
+# Parallel suite processes (ginkgo --procs): the specs spend their time waiting on pods and
+# volumes, so three processes finish far sooner than one even on two cores.
+EXTERNAL_STORAGE_PROCS ?= 3
 
 .PHONY: test-external-storage
 test-external-storage: build external-storage-suite $(UPSTREAM) ## Run the upstream external-storage suite against the operator-installed driver on real nodes (MODE=standalone|hypershift, FOCUS, SKIP); JUnit under bin/external-storage.
@@ -280,7 +283,7 @@ ifeq ($(REAL_NODES_POSSIBLE),yes)
 	e2e/hack/host-packages.sh busybox-static
 	go run ./e2e/cmd/external-storage --mode=$(EXTERNAL_STORAGE_MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) \
 	  --suite=$(KUBE_E2E_BIN_DIR) --kubectl=$(KUBE_BIN_DIR)/kubectl --out=$(EXTERNAL_STORAGE_OUT) \
-	  --focus='$(FOCUS)' --skip='$(SKIP)' --timeout=$(EXTERNAL_STORAGE_TIMEOUT)
+	  --focus='$(FOCUS)' --skip='$(SKIP)' --timeout=$(EXTERNAL_STORAGE_TIMEOUT) --procs=$(EXTERNAL_STORAGE_PROCS)
 else
 	$(call skip-real-nodes,test-external-storage)
 endif

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -125,26 +124,22 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, mgmt, guest cluster.Clus
 			WatchesRawSource(watch(guest, &configv1.Proxy{})).
 			WatchesRawSource(watch(guest, &apiextensionsv1.CustomResourceDefinition{}, named(names.ServiceMonitorCRD)))
 	}
-	c, err := b.Build(r)
-	if err != nil {
-		return err
-	}
-	r.controller = c
-	return nil
+	var err error
+	r.controller, err = b.Build(r)
+	return err
 }
 
 // Reconcile makes the controller objects match the ClusterCSIDriver, the credentials and the
 // cloud, then writes this manager's conditions.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	log := ctrl.LoggerFrom(ctx)
-	driver := &operatorv1.ClusterCSIDriver{}
-	if err := r.Guest.Get(ctx, req.NamespacedName, driver); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	driver, st, err := conditions.Begin(ctx, r.Guest, req.Name, r.now())
+	if driver == nil {
+		return ctrl.Result{}, err
 	}
-
-	st := conditions.New(driver.Status.Conditions, metav1.NewTime(r.now()))
 	defer func() {
-		reterr = errors.Join(reterr, conditions.Write(ctx, r.Recorder, apply.New(r.Guest, r.fieldOwner()).On(r.errCluster(apply.ClusterGuest)), driver, st, nil))
+		status := apply.New(r.Guest, r.fieldOwner()).On(r.errCluster(apply.ClusterGuest))
+		reterr = errors.Join(reterr, conditions.Write(ctx, r.Recorder, status, driver, st, nil))
 	}()
 	r.applyOperatorLogLevel(ctx, driver)
 

@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
+	"github.com/cinder-csi-operator/cinder-csi-operator/internal/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -27,16 +27,6 @@ const hcpNamespace = "clusters-example"
 
 // testCA stands in for an OpenStack CA bundle.
 const testCA = "-----BEGIN CERTIFICATE-----\nMIIBexample\n-----END CERTIFICATE-----\n"
-
-// testDecoder returns a manifests decoder for the managers' scheme.
-func testDecoder(t testing.TB) *manifests.Decoder {
-	t.Helper()
-	s, err := clusters.NewScheme()
-	if err != nil {
-		t.Fatalf("Building the scheme: %v", err)
-	}
-	return manifests.NewDecoder(s)
-}
 
 // testImages returns a full set of controller images, each naming its role.
 func testImages() images.Controller {
@@ -75,7 +65,7 @@ func hyperShiftInputs() controllerInputs {
 
 // controllerDeployment renders the controller Deployment or fails the test.
 func controllerDeployment(g Gomega, t testing.TB, in controllerInputs) *appsv1.Deployment {
-	dep, err := desiredController(testDecoder(t), in)
+	dep, err := desiredController(testutil.Decoder(t), in)
 	g.Expect(err).NotTo(HaveOccurred())
 	return dep
 }
@@ -85,20 +75,6 @@ func podContainer(g Gomega, pod corev1.PodSpec, name string) corev1.Container {
 	i := slices.IndexFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == name })
 	g.Expect(i).NotTo(Equal(-1), "container %s", name)
 	return pod.Containers[i]
-}
-
-// argValue returns the value of --name=value in args, and whether it is there exactly once.
-func argValue(args []string, name string) (string, bool) {
-	var values []string
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
-			values = append(values, v)
-		}
-	}
-	if len(values) != 1 {
-		return "", false
-	}
-	return values[0], true
 }
 
 func TestDesiredController(t *testing.T) {
@@ -203,7 +179,7 @@ func TestDesiredController(t *testing.T) {
 				g.Expect(pod.Volumes[vol].Secret).NotTo(BeNil())
 				g.Expect(pod.Volumes[vol].Secret.SecretName).To(Equal("service-network-admin-kubeconfig"))
 				for _, c := range pod.Containers {
-					kubeconfig, hasFlag := argValue(c.Args, "kubeconfig")
+					kubeconfig, hasFlag := testutil.FlagValue(c.Args, "kubeconfig")
 					mount := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "hosted-kubeconfig" })
 					if !slices.Contains(sidecars, c.Name) {
 						g.Expect(hasFlag).To(BeFalse(), c.Name)
@@ -224,7 +200,7 @@ func TestDesiredController(t *testing.T) {
 				for _, name := range sidecars {
 					args := podContainer(g, dep.Spec.Template.Spec, name).Args
 					g.Expect(args).To(ContainElement("--leader-election"), name)
-					ns, ok := argValue(args, "leader-election-namespace")
+					ns, ok := testutil.FlagValue(args, "leader-election-namespace")
 					g.Expect(ok).To(BeTrue(), name)
 					g.Expect(ns).To(Equal(names.GuestNamespace), name)
 					for flagName, want := range map[string]time.Duration{
@@ -232,7 +208,7 @@ func TestDesiredController(t *testing.T) {
 						"leader-election-renew-deadline": 107 * time.Second,
 						"leader-election-retry-period":   26 * time.Second,
 					} {
-						v, ok := argValue(args, flagName)
+						v, ok := testutil.FlagValue(args, flagName)
 						g.Expect(ok).To(BeTrue(), "%s --%s", name, flagName)
 						d, err := time.ParseDuration(v)
 						g.Expect(err).NotTo(HaveOccurred(), "%s --%s", name, flagName)
@@ -247,7 +223,7 @@ func TestDesiredController(t *testing.T) {
 			check: func(g Gomega, dep *appsv1.Deployment) {
 				args := podContainer(g, dep.Spec.Template.Spec, "csi-driver").Args
 				for flagName, want := range map[string]string{"cluster": "example-x7k2p", "with-topology": "false", "v": "6"} {
-					v, ok := argValue(args, flagName)
+					v, ok := testutil.FlagValue(args, flagName)
 					g.Expect(ok).To(BeTrue(), flagName)
 					g.Expect(v).To(Equal(want), flagName)
 				}
@@ -257,7 +233,7 @@ func TestDesiredController(t *testing.T) {
 			name: "When topology is on, it should pass --with-topology=true to the driver",
 			edit: func(in *controllerInputs) { in.Topology = true },
 			check: func(g Gomega, dep *appsv1.Deployment) {
-				v, ok := argValue(podContainer(g, dep.Spec.Template.Spec, "csi-driver").Args, "with-topology")
+				v, ok := testutil.FlagValue(podContainer(g, dep.Spec.Template.Spec, "csi-driver").Args, "with-topology")
 				g.Expect(ok).To(BeTrue())
 				g.Expect(v).To(Equal("true"))
 			},
@@ -267,7 +243,7 @@ func TestDesiredController(t *testing.T) {
 			edit: func(in *controllerInputs) { in.Verbosity = 4 },
 			check: func(g Gomega, dep *appsv1.Deployment) {
 				for _, name := range append([]string{"csi-driver", "csi-liveness-probe"}, sidecars...) {
-					v, ok := argValue(podContainer(g, dep.Spec.Template.Spec, name).Args, "v")
+					v, ok := testutil.FlagValue(podContainer(g, dep.Spec.Template.Spec, name).Args, "v")
 					g.Expect(ok).To(BeTrue(), name)
 					g.Expect(v).To(Equal("4"), name)
 				}
@@ -298,9 +274,9 @@ func TestDesiredController(t *testing.T) {
 					g.Expect(c.Ports).To(HaveLen(1), c.Name)
 					port := c.Ports[0].ContainerPort
 					exposed = append(exposed, port)
-					listen, _ := argValue(c.Args, "secure-listen-address")
+					listen, _ := testutil.FlagValue(c.Args, "secure-listen-address")
 					g.Expect(listen).To(HaveSuffix(":"+itoa(port)), c.Name)
-					upstream, _ := argValue(c.Args, "upstream")
+					upstream, _ := testutil.FlagValue(c.Args, "upstream")
 					g.Expect(upstream).To(Equal("http://127.0.0.1:"+itoa(port-1000)+"/"), c.Name)
 					g.Expect(c.VolumeMounts).To(ContainElement(HaveField("Name", "metrics-serving-cert")), c.Name)
 				}
@@ -385,7 +361,7 @@ func TestDesiredController(t *testing.T) {
 		g := NewWithT(t)
 		in := hyperShiftInputs()
 		in.Images.Snapshotter = ""
-		dep, err := desiredController(testDecoder(t), in)
+		dep, err := desiredController(testutil.Decoder(t), in)
 		g.Expect(err).To(MatchError(ContainSubstring("csi-snapshotter")))
 		g.Expect(dep).To(BeNil())
 	})
@@ -497,7 +473,7 @@ func TestDesiredControllerObjects(t *testing.T) {
 	t.Run("When on HyperShift, it should return the ServiceAccount, Service, PDB and Deployment in apply order, labelled, in the HCP namespace", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		objs, err := desiredControllerObjects(testDecoder(t), hyperShiftInputs())
+		objs, err := desiredControllerObjects(testutil.Decoder(t), hyperShiftInputs())
 		g.Expect(err).NotTo(HaveOccurred())
 		var kinds []string
 		for _, o := range objs {
@@ -511,7 +487,7 @@ func TestDesiredControllerObjects(t *testing.T) {
 	t.Run("When on HyperShift, it should reference the pull secret from the ServiceAccount", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		objs, err := desiredControllerObjects(testDecoder(t), hyperShiftInputs())
+		objs, err := desiredControllerObjects(testutil.Decoder(t), hyperShiftInputs())
 		g.Expect(err).NotTo(HaveOccurred())
 		sa, ok := objs[0].(*corev1.ServiceAccount)
 		g.Expect(ok).To(BeTrue())
@@ -524,7 +500,7 @@ func TestDesiredControllerObjects(t *testing.T) {
 	t.Run("When rendered, it should expose every kube-rbac-proxy port through the metrics Service", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		objs, err := desiredControllerObjects(testDecoder(t), hyperShiftInputs())
+		objs, err := desiredControllerObjects(testutil.Decoder(t), hyperShiftInputs())
 		g.Expect(err).NotTo(HaveOccurred())
 		svc := objs[1].(*corev1.Service)
 		dep := objs[3].(*appsv1.Deployment)
@@ -547,7 +523,7 @@ func TestDesiredControllerObjects(t *testing.T) {
 func TestDesiredServiceMonitor(t *testing.T) {
 	t.Parallel()
 	const ns = names.GuestNamespace
-	d := testDecoder(t)
+	d := testutil.Decoder(t)
 
 	t.Run("When rendered for the standalone namespace, it should match the fixture", func(t *testing.T) {
 		t.Parallel()

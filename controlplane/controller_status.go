@@ -15,12 +15,8 @@ import (
 // waitingFor explains a missing Deployment (the configuration it is waiting for).
 func setControllerConditions(s *conditions.Set, dep *appsv1.Deployment, waitingFor string, applyErr error) {
 	switch {
-	case dep == nil && waitingFor != "":
-		s.False(names.ConditionControllerAvailable, names.ReasonWaitingForConfig, waitingFor)
-		s.False(names.ConditionControllerProgressing, names.ReasonWaitingForConfig, waitingFor)
 	case dep == nil:
-		s.False(names.ConditionControllerAvailable, names.ReasonDeploying, "The CSI controller Deployment is being created.")
-		s.True(names.ConditionControllerProgressing, names.ReasonDeploying, "The CSI controller Deployment is being created.")
+		s.Absent(names.ConditionControllerAvailable, names.ConditionControllerProgressing, waitingFor, "The CSI controller Deployment is being created.")
 	default:
 		want := int32(1)
 		if dep.Spec.Replicas != nil {

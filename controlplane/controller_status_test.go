@@ -15,32 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/internal/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
-
-// condState is the part of a condition a setter decides.
-type condState struct {
-	Status  operatorv1.ConditionStatus
-	Reason  string
-	Message string
-}
-
-// conditionsOf returns the recorded conditions by type.
-func conditionsOf(s *conditions.Set) map[string]condState {
-	out := map[string]condState{}
-	for _, c := range s.List() {
-		out[c.Type] = condState{c.Status, c.Reason, c.Message}
-	}
-	return out
-}
-
-// newSet returns an empty condition set stamped at the given time.
-func newSet(at time.Time) *conditions.Set {
-	return conditions.New(nil, metav1.NewTime(at))
-}
 
 // statusDeployment returns a Deployment with the given spec replicas, generation and status.
 func statusDeployment(replicas *int32, generation int64, st appsv1.DeploymentStatus) *appsv1.Deployment {
@@ -59,13 +39,13 @@ func TestSetControllerConditions(t *testing.T) {
 		degr  = names.ConditionControllerDegraded
 	)
 	rolledOut := appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
-	notDegraded := condState{operatorv1.ConditionFalse, names.ReasonAsExpected, ""}
+	notDegraded := testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected, ""}
 	// applyErr is a refusal by the API server, as the applier returns it.
 	applyErr := &apply.ObjectError{Op: apply.OpApply, Cluster: apply.ClusterManagement, GVK: appsv1.SchemeGroupVersion.WithKind("Deployment"),
 		Resource: "deployments", Namespace: "clusters-example", Name: "x", Err: apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "x", errors.New("no"))}
-	applyFailed := func() condState {
+	applyFailed := func() testutil.CondState {
 		reason, msg := conditions.Classify(applyErr, "Applying the CSI controller objects")
-		return condState{operatorv1.ConditionTrue, reason, msg}
+		return testutil.CondState{operatorv1.ConditionTrue, reason, msg}
 	}()
 
 	tests := []struct {
@@ -73,12 +53,12 @@ func TestSetControllerConditions(t *testing.T) {
 		dep        *appsv1.Deployment
 		waitingFor string
 		applyErr   error
-		want       map[string]condState
+		want       map[string]testutil.CondState
 	}{
 		{
 			name:       "When there is no Deployment and the configuration is missing, it should say what it waits for",
 			waitingFor: "The CSI controller waits for valid configuration: Secret x has no clouds.yaml key.",
-			want: map[string]condState{
+			want: map[string]testutil.CondState{
 				avail: {operatorv1.ConditionFalse, names.ReasonWaitingForConfig, "The CSI controller waits for valid configuration: Secret x has no clouds.yaml key."},
 				prog:  {operatorv1.ConditionFalse, names.ReasonWaitingForConfig, "The CSI controller waits for valid configuration: Secret x has no clouds.yaml key."},
 				degr:  notDegraded,
@@ -86,7 +66,7 @@ func TestSetControllerConditions(t *testing.T) {
 		},
 		{
 			name: "When there is no Deployment yet, it should report it being created",
-			want: map[string]condState{
+			want: map[string]testutil.CondState{
 				avail: {operatorv1.ConditionFalse, names.ReasonDeploying, "The CSI controller Deployment is being created."},
 				prog:  {operatorv1.ConditionTrue, names.ReasonDeploying, "The CSI controller Deployment is being created."},
 				degr:  notDegraded,
@@ -97,7 +77,7 @@ func TestSetControllerConditions(t *testing.T) {
 			dep: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
 				ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 1,
 			}),
-			want: map[string]condState{
+			want: map[string]testutil.CondState{
 				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "1 of 2 CSI controller replicas are available."},
 				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 1 of 2 replicas updated and available."},
 				degr:  notDegraded,
@@ -106,7 +86,7 @@ func TestSetControllerConditions(t *testing.T) {
 		{
 			name: "When the Deployment controller has not observed the new generation, it should be rolling out",
 			dep:  statusDeployment(ptr.To[int32](2), 3, rolledOut),
-			want: map[string]condState{
+			want: map[string]testutil.CondState{
 				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
 				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 2 of 2 replicas updated and available."},
 				degr:  notDegraded,
@@ -117,7 +97,7 @@ func TestSetControllerConditions(t *testing.T) {
 			dep: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
 				ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 2, AvailableReplicas: 3,
 			}),
-			want: map[string]condState{
+			want: map[string]testutil.CondState{
 				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
 				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 2 of 2 replicas updated and available."},
 				degr:  notDegraded,
@@ -126,7 +106,7 @@ func TestSetControllerConditions(t *testing.T) {
 		{
 			name: "When every replica is updated and available, it should be available and rolled out",
 			dep:  statusDeployment(ptr.To[int32](2), 2, rolledOut),
-			want: map[string]condState{
+			want: map[string]testutil.CondState{
 				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
 				prog:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
 				degr:  notDegraded,
@@ -137,7 +117,7 @@ func TestSetControllerConditions(t *testing.T) {
 			dep: statusDeployment(nil, 1, appsv1.DeploymentStatus{
 				ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1,
 			}),
-			want: map[string]condState{
+			want: map[string]testutil.CondState{
 				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "1 of 1 CSI controller replicas are available."},
 				prog:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
 				degr:  notDegraded,
@@ -146,7 +126,7 @@ func TestSetControllerConditions(t *testing.T) {
 		{
 			name: "When no replica is available, it should not be available and point at the pods",
 			dep:  statusDeployment(ptr.To[int32](1), 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1}),
-			want: map[string]condState{
+			want: map[string]testutil.CondState{
 				avail: {operatorv1.ConditionFalse, names.ReasonNotAvailable, "No CSI controller replica is available yet; check the openstack-cinder-csi-driver-controller pods."},
 				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 0 of 1 replicas updated and available."},
 				degr:  notDegraded,
@@ -161,7 +141,7 @@ func TestSetControllerConditions(t *testing.T) {
 					Message: `ReplicaSet "openstack-cinder-csi-driver-controller-7d9f8b6c5d" has timed out progressing.`,
 				}},
 			}),
-			want: map[string]condState{
+			want: map[string]testutil.CondState{
 				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
 				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 1 of 2 replicas updated and available."},
 				degr: {operatorv1.ConditionTrue, names.ReasonRolloutStuck,
@@ -174,7 +154,7 @@ func TestSetControllerConditions(t *testing.T) {
 				ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2,
 				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "SomethingElse"}},
 			}),
-			want: map[string]condState{
+			want: map[string]testutil.CondState{
 				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
 				prog:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
 				degr:  notDegraded,
@@ -184,7 +164,7 @@ func TestSetControllerConditions(t *testing.T) {
 			name:     "When applying failed, it should be degraded with a stable message that does not quote the error",
 			dep:      statusDeployment(ptr.To[int32](2), 2, rolledOut),
 			applyErr: applyErr,
-			want: map[string]condState{
+			want: map[string]testutil.CondState{
 				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
 				prog:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
 				degr:  applyFailed,
@@ -197,7 +177,7 @@ func TestSetControllerConditions(t *testing.T) {
 				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}},
 			}),
 			applyErr: applyErr,
-			want: map[string]condState{
+			want: map[string]testutil.CondState{
 				avail: {operatorv1.ConditionFalse, names.ReasonNotAvailable, "No CSI controller replica is available yet; check the openstack-cinder-csi-driver-controller pods."},
 				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 0 of 1 replicas updated and available."},
 				degr:  applyFailed,
@@ -208,9 +188,9 @@ func TestSetControllerConditions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			s := newSet(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+			s := testutil.NewSet(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 			setControllerConditions(s, tt.dep, tt.waitingFor, tt.applyErr)
-			g.Expect(conditionsOf(s)).To(Equal(tt.want))
+			g.Expect(testutil.Conditions(s)).To(Equal(tt.want))
 		})
 	}
 
@@ -218,11 +198,11 @@ func TestSetControllerConditions(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		dep := statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 1})
-		first := newSet(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		second := newSet(time.Date(2026, 7, 8, 9, 10, 11, 0, time.UTC))
+		first := testutil.NewSet(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		second := testutil.NewSet(time.Date(2026, 7, 8, 9, 10, 11, 0, time.UTC))
 		setControllerConditions(first, dep, "", fmt.Errorf("conflict at %s", time.Now()))
 		setControllerConditions(second, dep.DeepCopy(), "", fmt.Errorf("conflict at %s", time.Now().Add(time.Hour)))
-		g.Expect(conditionsOf(second)).To(Equal(conditionsOf(first)))
+		g.Expect(testutil.Conditions(second)).To(Equal(testutil.Conditions(first)))
 	})
 }
 
@@ -232,37 +212,37 @@ func TestSetTopologyCondition(t *testing.T) {
 	tests := []struct {
 		name string
 		d    topologyDecision
-		want condState
+		want testutil.CondState
 	}{
 		{
 			name: "When the user overrides topology, it should say so and not be degraded",
 			d:    topologyDecision{Enabled: true, Source: sourceOverride},
-			want: condState{operatorv1.ConditionFalse, names.ReasonTopologyOverridden,
+			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonTopologyOverridden,
 				"Topology is enabled (set by enable_topology in openshift-config/cinder-csi-config)."},
 		},
 		{
 			name: "When detection enabled topology, it should explain the zone rule",
 			d:    topologyDecision{Enabled: true, Source: sourceDetected, ComputeZones: []string{"az1"}, VolumeZones: []string{"az1"}, RecheckIn: time.Minute},
-			want: condState{operatorv1.ConditionFalse, names.ReasonAsExpected,
+			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
 				"Topology is enabled (every compute availability zone has a volume availability zone of the same name)."},
 		},
 		{
 			name: "When detection disabled topology, it should explain the zone rule without naming zones",
 			d:    topologyDecision{Source: sourceDetected, ComputeZones: []string{"az1", "az2"}, VolumeZones: []string{"nova"}},
-			want: condState{operatorv1.ConditionFalse, names.ReasonAsExpected,
+			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
 				"Topology is disabled (some compute availability zone has no volume availability zone of the same name)."},
 		},
 		{
 			name: "When detection failed and a last known decision exists, it should be degraded and keep that decision",
 			d:    topologyDecision{Enabled: true, Source: sourceLastKnown, Failure: topology.ReasonUnreachable, RecheckIn: time.Minute},
-			want: condState{operatorv1.ConditionTrue, names.ReasonOpenStackUnavailable,
+			want: testutil.CondState{operatorv1.ConditionTrue, names.ReasonOpenStackUnavailable,
 				"Listing the OpenStack availability zones failed: " + topology.Message(topology.ReasonUnreachable) +
 					". Topology stays enabled (the last known decision); the operator retries."},
 		},
 		{
 			name: "When detection failed before any decision, it should be degraded and keep topology disabled",
 			d:    topologyDecision{Source: sourceDefault, Failure: topology.ReasonAuthenticationFailed},
-			want: condState{operatorv1.ConditionTrue, names.ReasonOpenStackUnavailable,
+			want: testutil.CondState{operatorv1.ConditionTrue, names.ReasonOpenStackUnavailable,
 				"Listing the OpenStack availability zones failed: " + topology.Message(topology.ReasonAuthenticationFailed) +
 					". Topology stays disabled (no decision could be made yet); the operator retries."},
 		},
@@ -271,18 +251,18 @@ func TestSetTopologyCondition(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			s := newSet(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+			s := testutil.NewSet(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 			setTopologyCondition(s, tt.d)
-			g.Expect(conditionsOf(s)).To(Equal(map[string]condState{typ: tt.want}))
+			g.Expect(testutil.Conditions(s)).To(Equal(map[string]testutil.CondState{typ: tt.want}))
 		})
 	}
 
 	t.Run("When the recheck time differs, it should produce the same message", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		a, b := newSet(time.Unix(0, 0)), newSet(time.Unix(1e9, 0))
+		a, b := testutil.NewSet(time.Unix(0, 0)), testutil.NewSet(time.Unix(1e9, 0))
 		setTopologyCondition(a, topologyDecision{Source: sourceLastKnown, Failure: topology.ReasonTimeout, RecheckIn: time.Second})
 		setTopologyCondition(b, topologyDecision{Source: sourceLastKnown, Failure: topology.ReasonTimeout, RecheckIn: 59 * time.Second})
-		g.Expect(conditionsOf(a)).To(Equal(conditionsOf(b)))
+		g.Expect(testutil.Conditions(a)).To(Equal(testutil.Conditions(b)))
 	})
 }

@@ -51,20 +51,17 @@ type Detection struct {
 func Offline(enabled bool) Detection { return Detection{Enabled: &enabled} }
 
 // Plan is the controlplane manager's desired state for one State.
+//
+// Its Apply holds the node copy of cloud-conf in the guest, then, next to the controller, the
+// controller copy, the controller objects and the ServiceMonitor; under managementState Removed
+// its Delete holds everything this manager creates in either cluster.
 type Plan struct {
-	// ManagementState is the ClusterCSIDriver's, "" read as Managed.
-	ManagementState operatorv1.ManagementState
+	plan.Base
 	// Problems is the invalid or missing input found. When there is any, Apply is empty: the
 	// live objects stay as they are until the input is fixed.
 	Problems []problem
 	// Topology is the decision the objects carry, and why.
 	Topology topologyDecision
-	// Apply holds the objects to apply, in order: the node copy of cloud-conf in the guest, then,
-	// next to the controller, the controller copy, the controller objects and the ServiceMonitor.
-	Apply []plan.Step
-	// Delete holds the identities of the objects to delete: under managementState Removed,
-	// everything this manager creates in either cluster.
-	Delete []plan.Step
 	// ServiceMonitor is set when Apply holds the ServiceMonitor, whose watch starts late.
 	ServiceMonitor bool
 }
@@ -72,25 +69,14 @@ type Plan struct {
 // Desired computes the plan for s. It reads nothing and writes nothing. The error is an internal
 // one (an operand manifest that does not decode); invalid input is reported in Plan.Problems.
 func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
-	driver := s.Driver
-	if driver == nil {
-		driver = &operatorv1.ClusterCSIDriver{}
+	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) {
+		return objects(d, rc, &config{ServiceMonitor: s.Inputs.ServiceMonitorCRD}, nil, false)
+	})
+	p := &Plan{Base: base}
+	if complete || err != nil {
+		return p, err
 	}
-	p := &Plan{ManagementState: driver.Spec.ManagementState}
-	switch p.ManagementState {
-	case operatorv1.Unmanaged:
-		return p, nil
-	case operatorv1.Removed:
-		// Everything this manager can create in this mode, whatever the inputs say now: a
-		// removal must not depend on input that may be gone or invalid.
-		all, err := objects(d, rc, &config{ServiceMonitor: s.Inputs.ServiceMonitorCRD}, nil, false)
-		if err != nil {
-			return nil, err
-		}
-		p.Delete = plan.Identities(all)
-		return p, nil
-	}
-
+	driver := plan.Driver(s.Driver)
 	cfg, problems := resolve(rc, driver, &s.Inputs)
 	if len(problems) > 0 {
 		p.Problems = problems

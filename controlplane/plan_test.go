@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -12,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
+	"github.com/cinder-csi-operator/cinder-csi-operator/internal/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
@@ -106,26 +106,9 @@ func standaloneConfig() Config {
 }
 
 func desiredPlan(g Gomega, t testing.TB, rc Config, s State) *Plan {
-	p, err := Desired(testDecoder(t), rc, s)
+	p, err := Desired(testutil.Decoder(t), rc, s)
 	g.Expect(err).NotTo(HaveOccurred())
 	return p
-}
-
-func stepObjects(steps []plan.Step) []any {
-	out := make([]any, len(steps))
-	for i, s := range steps {
-		out[i] = s.Object
-	}
-	return out
-}
-
-// stepNames names each step as cluster/Kind/namespace/name.
-func stepNames(steps []plan.Step) []string {
-	out := make([]string, len(steps))
-	for i, s := range steps {
-		out[i] = fmt.Sprintf("%s/%s/%s/%s", s.Cluster, plan.Kind(s.Object), s.Object.GetNamespace(), s.Object.GetName())
-	}
-	return out
 }
 
 // TestDesired snapshots the whole plan of each mode: the fixtures are the review surface of
@@ -154,7 +137,7 @@ func TestDesired(t *testing.T) {
 			p := desiredPlan(g, t, tt.rc, tt.state)
 			g.Expect(p.Problems).To(BeEmpty())
 			g.Expect(p.Delete).To(BeEmpty())
-			golden.CompareWithFixture(t, stepObjects(p.Apply)...)
+			golden.CompareWithFixture(t, testutil.Objects(p.Apply)...)
 		})
 	}
 
@@ -162,7 +145,7 @@ func TestDesired(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		p := desiredPlan(g, t, hyperShiftConfig(), hyperShiftState(false, testCA))
-		g.Expect(stepNames(p.Apply)).To(Equal([]string{
+		g.Expect(testutil.StepNames(p.Apply)).To(Equal([]string{
 			"guest/ConfigMap/openshift-cluster-csi-drivers/cloud-conf",
 			"management/ConfigMap/clusters-example/cloud-conf",
 			"management/ServiceAccount/clusters-example/openstack-cinder-csi-driver-controller-sa",
@@ -180,7 +163,7 @@ func TestDesired(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		p := desiredPlan(g, t, standaloneConfig(), standaloneState(false, true))
-		g.Expect(stepNames(p.Apply)).To(Equal([]string{
+		g.Expect(testutil.StepNames(p.Apply)).To(Equal([]string{
 			"guest/ConfigMap/openshift-cluster-csi-drivers/cloud-conf-node",
 			"management/ConfigMap/openshift-cluster-csi-drivers/cloud-conf",
 			"management/ConfigMap/openshift-cluster-csi-drivers/openstack-cinder-csi-driver-trusted-ca-bundle",
@@ -199,7 +182,7 @@ func TestDesired(t *testing.T) {
 		s := standaloneState(false, false)
 		s.Inputs.ServiceMonitorCRD = false
 		p := desiredPlan(g, t, standaloneConfig(), s)
-		g.Expect(stepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("ServiceMonitor")))
+		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("ServiceMonitor")))
 		g.Expect(p.ServiceMonitor).To(BeFalse())
 	})
 
@@ -209,7 +192,7 @@ func TestDesired(t *testing.T) {
 		s := hyperShiftState(false, "")
 		s.Inputs.ServiceMonitorCRD = true
 		p := desiredPlan(g, t, hyperShiftConfig(), s)
-		g.Expect(stepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("ServiceMonitor")))
+		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("ServiceMonitor")))
 		g.Expect(p.ServiceMonitor).To(BeFalse())
 	})
 
@@ -242,7 +225,7 @@ func TestDesired(t *testing.T) {
 // both modes, whatever state the inputs are in: the removal list is not written by hand.
 func TestDesiredRemoved(t *testing.T) {
 	t.Parallel()
-	identities := func(steps []plan.Step) []string { return stepNames(plan.Identities(steps)) }
+	identities := func(steps []plan.Step) []string { return testutil.StepNames(plan.Identities(steps)) }
 	for _, tt := range []struct {
 		name  string
 		rc    Config
@@ -265,7 +248,7 @@ func TestDesiredRemoved(t *testing.T) {
 			removed.Driver.Spec.ManagementState = operatorv1.Removed
 			p := desiredPlan(g, t, tt.rc, removed)
 			g.Expect(p.Apply).To(BeEmpty())
-			g.Expect(stepNames(p.Delete)).To(ConsistOf(identities(managed.Apply)))
+			g.Expect(testutil.StepNames(p.Delete)).To(ConsistOf(identities(managed.Apply)))
 			for _, s := range p.Delete {
 				g.Expect(s.Object.GetLabels()).To(BeEmpty(), "a deletion carries only an identity")
 			}
@@ -277,7 +260,7 @@ func TestDesiredRemoved(t *testing.T) {
 			removed := State{Driver: managedDriver(), Inputs: Inputs{ServiceMonitorCRD: tt.state.Inputs.ServiceMonitorCRD}}
 			removed.Driver.Spec.ManagementState = operatorv1.Removed
 			p := desiredPlan(g, t, tt.rc, removed)
-			g.Expect(stepNames(p.Delete)).To(ConsistOf(identities(managed.Apply)))
+			g.Expect(testutil.StepNames(p.Delete)).To(ConsistOf(identities(managed.Apply)))
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/internal/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
@@ -444,9 +445,9 @@ func TestDecideProxy(t *testing.T) {
 		r := c.reconciler(cloud, interval)
 		d := r.decide(t.Context(), nil, proxied(detectionCreds("a"), proxy))
 		g.Expect(d.Failure).To(Equal(topology.ReasonProxyFailure))
-		s := newSet(c.now())
+		s := testutil.NewSet(c.now())
 		setTopologyCondition(s, d)
-		cond := conditionsOf(s)[names.ConditionTopologyDegraded]
+		cond := testutil.Conditions(s)[names.ConditionTopologyDegraded]
 		g.Expect(cond.Status).To(Equal(operatorv1.ConditionTrue))
 		g.Expect(cond.Reason).To(Equal(names.ReasonOpenStackUnavailable))
 		g.Expect(cond.Message).To(HavePrefix("Listing the OpenStack availability zones failed: The HTTP proxy proxy.example.com:3129 refused"))

@@ -15,7 +15,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,13 +94,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, guest cluster.Cluster) e
 // writes this manager's conditions and the observed generation.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	log := ctrl.LoggerFrom(ctx)
-	driver := &operatorv1.ClusterCSIDriver{}
-	if err := r.Guest.Get(ctx, req.NamespacedName, driver); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	driver, st, err := conditions.Begin(ctx, r.Guest, req.Name, r.now())
+	if driver == nil {
+		return ctrl.Result{}, err
 	}
-	st := conditions.New(driver.Status.Conditions, metav1.NewTime(r.now()))
 	defer func() {
-		reterr = errors.Join(reterr, conditions.Write(ctx, r.Recorder, apply.New(r.Guest, names.FieldOwnerGuest).On(r.errCluster()), driver, st, &driver.Generation))
+		status := apply.New(r.Guest, names.FieldOwnerGuest).On(r.errCluster())
+		reterr = errors.Join(reterr, conditions.Write(ctx, r.Recorder, status, driver, st, &driver.Generation))
 	}()
 	if v, err := loglevel.Verbosity(driver.Spec.OperatorLogLevel); err == nil && r.Config.LogLevel != nil && r.Config.LogLevel.Set(v) {
 		log.Info("Changed the operator's verbosity", "verbosity", v)

@@ -3,7 +3,6 @@ package guest
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -15,22 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
-	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
+	"github.com/cinder-csi-operator/cinder-csi-operator/internal/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
-
-// testDecoder returns a manifests decoder for the managers' scheme.
-func testDecoder(t testing.TB) *manifests.Decoder {
-	t.Helper()
-	s, err := clusters.NewScheme()
-	if err != nil {
-		t.Fatalf("Building the scheme: %v", err)
-	}
-	return manifests.NewDecoder(s)
-}
 
 // testNodeInputs returns the inputs of a HyperShift guest: the node copy of cloud-conf is
 // called cloud-conf there.
@@ -49,23 +37,9 @@ func testNodeInputs(topology bool) nodeInputs {
 }
 
 func nodeDaemonSet(g Gomega, t testing.TB, in nodeInputs) *appsv1.DaemonSet {
-	ds, err := desiredNode(testDecoder(t), in)
+	ds, err := desiredNode(testutil.Decoder(t), in)
 	g.Expect(err).NotTo(HaveOccurred())
 	return ds
-}
-
-// flagValue returns the value of --name=value in args, and whether it is there exactly once.
-func flagValue(args []string, name string) (string, bool) {
-	var values []string
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
-			values = append(values, v)
-		}
-	}
-	if len(values) != 1 {
-		return "", false
-	}
-	return values[0], true
 }
 
 func TestDesiredNode(t *testing.T) {
@@ -134,7 +108,7 @@ func TestDesiredNode(t *testing.T) {
 			edit: func(in *nodeInputs) { in.Topology = true },
 			check: func(g Gomega, ds *appsv1.DaemonSet) {
 				for _, c := range ds.Spec.Template.Spec.Containers {
-					v, ok := flagValue(c.Args, "with-topology")
+					v, ok := testutil.FlagValue(c.Args, "with-topology")
 					if c.Name != "csi-driver" {
 						g.Expect(ok).To(BeFalse(), c.Name)
 						continue
@@ -149,7 +123,7 @@ func TestDesiredNode(t *testing.T) {
 			edit: func(in *nodeInputs) { in.Verbosity = 8 },
 			check: func(g Gomega, ds *appsv1.DaemonSet) {
 				for _, c := range ds.Spec.Template.Spec.Containers {
-					v, ok := flagValue(c.Args, "v")
+					v, ok := testutil.FlagValue(c.Args, "v")
 					g.Expect(ok).To(BeTrue(), c.Name)
 					g.Expect(v).To(Equal("8"), c.Name)
 				}
@@ -217,7 +191,7 @@ func TestDesiredNode(t *testing.T) {
 			case "csi-liveness-probe":
 				in.Images.LivenessProbe = ""
 			}
-			ds, err := desiredNode(testDecoder(t), in)
+			ds, err := desiredNode(testutil.Decoder(t), in)
 			g.Expect(err).To(MatchError(ContainSubstring(missing)))
 			g.Expect(ds).To(BeNil())
 		})
@@ -237,7 +211,7 @@ func TestDesiredStaticObjects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			objs, err := desiredStaticObjects(testDecoder(t), tt.hyperShift)
+			objs, err := desiredStaticObjects(testutil.Decoder(t), tt.hyperShift)
 			g.Expect(err).NotTo(HaveOccurred())
 			var kinds []string
 			all := make([]any, 0, len(objs))
@@ -259,7 +233,7 @@ func TestDesiredStaticObjects(t *testing.T) {
 	t.Run("When on HyperShift, it should create nothing for the controller's ServiceAccount, which lives in the management cluster", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		objs, err := desiredStaticObjects(testDecoder(t), true)
+		objs, err := desiredStaticObjects(testutil.Decoder(t), true)
 		g.Expect(err).NotTo(HaveOccurred())
 		for _, o := range objs {
 			out, err := golden.Marshal(o)
@@ -271,7 +245,7 @@ func TestDesiredStaticObjects(t *testing.T) {
 	t.Run("When rendered, it should declare the CSIDriver with attach, pod info and SELinux mount", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		objs, err := desiredStaticObjects(testDecoder(t), true)
+		objs, err := desiredStaticObjects(testutil.Decoder(t), true)
 		g.Expect(err).NotTo(HaveOccurred())
 		i := slices.IndexFunc(objs, func(o client.Object) bool { _, ok := o.(*storagev1.CSIDriver); return ok })
 		g.Expect(i).NotTo(Equal(-1))
@@ -288,7 +262,7 @@ func TestDesiredStorageClass(t *testing.T) {
 	t.Run("When it is the default class, it should match the fixture", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		sc, err := desiredStorageClass(testDecoder(t), "true")
+		sc, err := desiredStorageClass(testutil.Decoder(t), "true")
 		g.Expect(err).NotTo(HaveOccurred())
 		golden.CompareWithFixture(t, sc)
 	})
@@ -297,7 +271,7 @@ func TestDesiredStorageClass(t *testing.T) {
 		t.Run("When the default-class value is "+v+", it should set the annotation to it", func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			sc, err := desiredStorageClass(testDecoder(t), v)
+			sc, err := desiredStorageClass(testutil.Decoder(t), v)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(sc.Name).To(Equal(names.StorageClass))
 			g.Expect(sc.Provisioner).To(Equal(names.DriverName))
@@ -312,7 +286,7 @@ func TestDesiredVolumeSnapshotClass(t *testing.T) {
 	t.Run("When rendered, it should match the fixture", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		vsc, err := desiredVolumeSnapshotClass(testDecoder(t))
+		vsc, err := desiredVolumeSnapshotClass(testutil.Decoder(t))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(vsc.Driver).To(Equal(names.DriverName))
 		g.Expect(vsc.Labels).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue))

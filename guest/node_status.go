@@ -13,12 +13,8 @@ import (
 // the live DaemonSet. waitingFor explains why there is no DaemonSet yet.
 func setNodeConditions(s *conditions.Set, ds *appsv1.DaemonSet, waitingFor string, applyErr error) {
 	switch {
-	case ds == nil && waitingFor != "":
-		s.False(names.ConditionNodeAvailable, names.ReasonWaitingForConfig, waitingFor)
-		s.False(names.ConditionNodeProgressing, names.ReasonWaitingForConfig, waitingFor)
 	case ds == nil:
-		s.False(names.ConditionNodeAvailable, names.ReasonDeploying, "The CSI node DaemonSet is being created.")
-		s.True(names.ConditionNodeProgressing, names.ReasonDeploying, "The CSI node DaemonSet is being created.")
+		s.Absent(names.ConditionNodeAvailable, names.ConditionNodeProgressing, waitingFor, "The CSI node DaemonSet is being created.")
 	default:
 		st := ds.Status
 		switch {

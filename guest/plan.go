@@ -45,21 +45,18 @@ type State struct {
 }
 
 // Plan is the guest manager's desired state for one State.
+//
+// Its Apply holds the static objects (a ClusterRole before the binding that references it), the
+// DaemonSet, the StorageClass and the VolumeSnapshotClass; its Delete holds standard-csi under
+// storageClassState Removed, and under managementState Removed everything this manager creates.
 type Plan struct {
-	// ManagementState is the ClusterCSIDriver's, "" read as Managed.
-	ManagementState operatorv1.ManagementState
+	plan.Base
 	// Problems are the ClusterCSIDriver fields the guest manager cannot honour, as sentences.
 	// They do not stop the plan: what they concern is left as it is.
 	Problems []string
 	// NodeWaiting says what the node plugin waits for when Apply has no DaemonSet; empty when
 	// it has one or when an unknown log level keeps the live one.
 	NodeWaiting string
-	// Apply holds the objects to apply, in order: the static objects (a ClusterRole before the
-	// binding that references it), the DaemonSet, the StorageClass, the VolumeSnapshotClass.
-	Apply []plan.Step
-	// Delete holds the identities to delete: standard-csi under storageClassState Removed, and
-	// under managementState Removed everything this manager creates.
-	Delete []plan.Step
 	// SnapshotClass is set when Apply holds the VolumeSnapshotClass, whose watch starts late.
 	SnapshotClass bool
 }
@@ -67,22 +64,12 @@ type Plan struct {
 // Desired computes the plan for s. It reads nothing and writes nothing. The error is an internal
 // one (an operand manifest that does not decode).
 func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
-	driver := s.Driver
-	if driver == nil {
-		driver = &operatorv1.ClusterCSIDriver{}
+	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) { return everything(d, cfg, s.SnapshotCRD) })
+	p := &Plan{Base: base}
+	if complete || err != nil {
+		return p, err
 	}
-	p := &Plan{ManagementState: driver.Spec.ManagementState}
-	switch p.ManagementState {
-	case operatorv1.Unmanaged:
-		return p, nil
-	case operatorv1.Removed:
-		all, err := everything(d, cfg, s.SnapshotCRD)
-		if err != nil {
-			return nil, err
-		}
-		p.Delete = plan.Identities(all)
-		return p, nil
-	}
+	driver := plan.Driver(s.Driver)
 
 	if _, err := loglevel.Verbosity(driver.Spec.OperatorLogLevel); err != nil {
 		p.Problems = append(p.Problems, fmt.Sprintf("spec.operatorLogLevel %q is not one of Normal, Debug, Trace, TraceAll.", driver.Spec.OperatorLogLevel))

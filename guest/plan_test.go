@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
+	"github.com/cinder-csi-operator/cinder-csi-operator/internal/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
@@ -32,27 +33,9 @@ func testState(hyperShift, topology bool) State {
 }
 
 func desiredPlan(g Gomega, t testing.TB, cfg Config, s State) *Plan {
-	p, err := Desired(testDecoder(t), cfg, s)
+	p, err := Desired(testutil.Decoder(t), cfg, s)
 	g.Expect(err).NotTo(HaveOccurred())
 	return p
-}
-
-// stepNames names each step as group/Kind/namespace/name.
-func stepNames(steps []plan.Step) []string {
-	out := make([]string, len(steps))
-	for i, s := range steps {
-		g := s.Object.GetObjectKind().GroupVersionKind()
-		out[i] = fmt.Sprintf("%s/%s/%s/%s", s.Group, g.Kind, s.Object.GetNamespace(), s.Object.GetName())
-	}
-	return out
-}
-
-func objectsAny(steps []plan.Step) []any {
-	out := make([]any, len(steps))
-	for i, s := range steps {
-		out[i] = s.Object
-	}
-	return out
 }
 
 // TestDesired snapshots the guest manager's whole plan in each mode.
@@ -75,7 +58,7 @@ func TestDesired(t *testing.T) {
 			for _, s := range p.Apply {
 				g.Expect(s.Cluster).To(Equal(plan.Guest))
 			}
-			golden.CompareWithFixture(t, objectsAny(p.Apply)...)
+			golden.CompareWithFixture(t, testutil.Objects(p.Apply)...)
 		})
 	}
 
@@ -85,7 +68,7 @@ func TestDesired(t *testing.T) {
 		s := testState(true, false)
 		s.CloudConf = nil
 		p := desiredPlan(g, t, testConfig(true), s)
-		g.Expect(stepNames(p.Apply)).NotTo(ContainElement(HavePrefix(groupNode + "/")))
+		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("/DaemonSet/")))
 		g.Expect(p.NodeWaiting).To(Equal("Waiting for ConfigMap openshift-cluster-csi-drivers/cloud-conf, which the controlplane manager writes."))
 	})
 
@@ -95,7 +78,7 @@ func TestDesired(t *testing.T) {
 		s := testState(true, false)
 		s.Driver.Spec.LogLevel = "Loud"
 		p := desiredPlan(g, t, testConfig(true), s)
-		g.Expect(stepNames(p.Apply)).NotTo(ContainElement(HavePrefix(groupNode + "/")))
+		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("/DaemonSet/")))
 		g.Expect(p.NodeWaiting).To(BeEmpty())
 		g.Expect(p.Problems).To(ConsistOf(ContainSubstring(`spec.logLevel "Loud"`)))
 	})
@@ -106,7 +89,7 @@ func TestDesired(t *testing.T) {
 		s := testState(true, false)
 		s.SnapshotCRD = false
 		p := desiredPlan(g, t, testConfig(true), s)
-		g.Expect(stepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("VolumeSnapshotClass")))
+		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("VolumeSnapshotClass")))
 		g.Expect(p.SnapshotClass).To(BeFalse())
 	})
 
@@ -128,20 +111,20 @@ func TestDesired(t *testing.T) {
 			s := testState(true, false)
 			s.Driver.Spec.StorageClassState = tt.state
 			p := desiredPlan(g, t, testConfig(true), s)
-			sc := groupClasses + "/StorageClass//" + names.StorageClass
+			sc := "guest/StorageClass//" + names.StorageClass
 			if tt.wantApply {
-				g.Expect(stepNames(p.Apply)).To(ContainElement(sc))
+				g.Expect(testutil.StepNames(p.Apply)).To(ContainElement(sc))
 			} else {
-				g.Expect(stepNames(p.Apply)).NotTo(ContainElement(sc))
+				g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(sc))
 			}
 			if tt.wantDelete {
-				g.Expect(stepNames(p.Delete)).To(Equal([]string{sc}))
+				g.Expect(testutil.StepNames(p.Delete)).To(Equal([]string{sc}))
 			} else {
 				g.Expect(p.Delete).To(BeEmpty())
 			}
 			g.Expect(p.Problems != nil).To(Equal(tt.wantProblem))
 			// The VolumeSnapshotClass does not depend on storageClassState.
-			g.Expect(stepNames(p.Apply)).To(ContainElement(ContainSubstring("VolumeSnapshotClass")))
+			g.Expect(testutil.StepNames(p.Apply)).To(ContainElement(ContainSubstring("VolumeSnapshotClass")))
 		})
 	}
 
@@ -177,9 +160,9 @@ func TestDesiredRemoved(t *testing.T) {
 				removed.Driver.Spec.ManagementState = operatorv1.Removed
 				p := desiredPlan(g, t, testConfig(hyperShift), removed)
 				g.Expect(p.Apply).To(BeEmpty())
-				g.Expect(stepNames(p.Delete)).To(ConsistOf(stepNames(plan.Identities(managed.Apply))))
-				g.Expect(stepNames(p.Delete)[0]).To(HavePrefix(groupNode+"/"), "the DaemonSet goes first")
-				g.Expect(stepNames(p.Delete)[len(p.Delete)-1]).To(HavePrefix(groupStatic+"/"), "the RBAC and CSIDriver go last")
+				g.Expect(testutil.StepNames(p.Delete)).To(ConsistOf(testutil.StepNames(plan.Identities(managed.Apply))))
+				g.Expect(p.Delete[0].Group).To(Equal(groupNode), "the DaemonSet goes first")
+				g.Expect(p.Delete[len(p.Delete)-1].Group).To(Equal(groupStatic), "the RBAC and CSIDriver go last")
 			})
 		}
 	}

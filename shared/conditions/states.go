@@ -2,9 +2,12 @@ package conditions
 
 import (
 	"context"
+	"time"
 
 	operatorv1 "github.com/openshift/api/operator/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -42,4 +45,26 @@ func Write(ctx context.Context, rec events.EventRecorder, a *apply.Applier, driv
 	}
 	RecordTransitions(rec, driver, conds)
 	return ApplyStatus(ctx, a, driver.Name, conds, observedGeneration)
+}
+
+// Begin reads the ClusterCSIDriver name through c and starts a Set of its conditions at now. The
+// driver is nil when it does not exist: then there is nothing to reconcile, and no error.
+func Begin(ctx context.Context, c client.Client, name string, now time.Time) (*operatorv1.ClusterCSIDriver, *Set, error) {
+	driver := &operatorv1.ClusterCSIDriver{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, driver); err != nil {
+		return nil, nil, client.IgnoreNotFound(err)
+	}
+	return driver, New(driver.Status.Conditions, metav1.NewTime(now)), nil
+}
+
+// Absent sets the Available and Progressing conditions of a workload that does not exist: it
+// waits for its configuration (waitingFor says what), or it is being created (creating says so).
+func (s *Set) Absent(available, progressing, waitingFor, creating string) {
+	if waitingFor != "" {
+		s.False(available, names.ReasonWaitingForConfig, waitingFor)
+		s.False(progressing, names.ReasonWaitingForConfig, waitingFor)
+		return
+	}
+	s.False(available, names.ReasonDeploying, creating)
+	s.True(progressing, names.ReasonDeploying, creating)
 }

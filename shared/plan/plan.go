@@ -10,6 +10,7 @@ import (
 	"reflect"
 
 	"github.com/go-logr/logr"
+	operatorv1 "github.com/openshift/api/operator/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
@@ -150,4 +151,45 @@ func Kind(o client.Object) string {
 		return k
 	}
 	return reflect.TypeOf(o).Elem().Name()
+}
+
+// Base is the part of every manager's plan that its reconciler executes.
+type Base struct {
+	// ManagementState is the ClusterCSIDriver's, "" read as Managed.
+	ManagementState operatorv1.ManagementState
+	// Apply holds the objects to apply, in order.
+	Apply []Step
+	// Delete holds the identities of the objects to delete.
+	Delete []Step
+}
+
+// Driver returns driver, or a Managed ClusterCSIDriver with defaults when it is nil (an offline
+// render without one).
+func Driver(driver *operatorv1.ClusterCSIDriver) *operatorv1.ClusterCSIDriver {
+	if driver == nil {
+		return &operatorv1.ClusterCSIDriver{}
+	}
+	return driver
+}
+
+// Start begins a plan for driver (nil reads as a Managed one) and reports whether it is complete
+// already: under Unmanaged nothing is planned, and under Removed only the deletion of everything
+// the manager can create, which everything returns. A removal depends on nothing else, since the
+// inputs may be gone or invalid by then.
+func Start(driver *operatorv1.ClusterCSIDriver, everything func() ([]Step, error)) (b Base, complete bool, err error) {
+	if driver != nil {
+		b.ManagementState = driver.Spec.ManagementState
+	}
+	switch b.ManagementState {
+	case operatorv1.Unmanaged:
+		return b, true, nil
+	case operatorv1.Removed:
+		all, err := everything()
+		if err != nil {
+			return b, true, err
+		}
+		b.Delete = Identities(all)
+		return b, true, nil
+	}
+	return b, false, nil
 }

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +63,8 @@ func run() error {
 	out := flag.String("out", "bin/external-storage", "directory for the JUnit report and logs; the mode's subdirectory is replaced on start")
 	timeout := flag.Duration("timeout", 2*time.Hour, "the suite's overall timeout (-ginkgo.timeout)")
 	extra := flag.String("ginkgo-args", "", "more e2e.test arguments, space separated")
+	parallel := flag.Int("procs", 1, "parallel suite processes (ginkgo --procs); more than one runs the suite through the ginkgo CLI next to e2e.test")
+	seed := flag.Int("seed", 1, "ginkgo's random seed, fixed so that a run's spec order can be repeated")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -149,28 +152,46 @@ func run() error {
 		time.Since(started).Round(time.Second), *mode)
 
 	reportDir := filepath.Join(dir, "report")
-	args := []string{
+	suiteArgs := []string{
 		"-kubeconfig=" + e.Guest.KubeconfigPath(),
 		"-storage.testdriver=" + *testDriver,
 		"-kube-test-repo-list=" + repoList,
 		"-kubectl-path=" + *kubectl,
 		"-report-dir=" + reportDir,
-		"-ginkgo.focus=" + *focus,
-		"-ginkgo.timeout=" + timeout.String(),
-		"-ginkgo.v",
-		"-ginkgo.no-color",
+	}
+	suiteArgs = append(suiteArgs, strings.Fields(*extra)...)
+	ginkgoArgs := []string{
+		"focus=" + *focus,
+		"timeout=" + timeout.String(),
+		"seed=" + strconv.Itoa(*seed),
+		"v",
+		"no-color",
 	}
 	if *skip != "" {
-		args = append(args, "-ginkgo.skip="+*skip)
+		ginkgoArgs = append(ginkgoArgs, "skip="+*skip)
 	}
-	args = append(args, strings.Fields(*extra)...)
+	// One process: e2e.test itself, with ginkgo's flags prefixed. Several: the ginkgo CLI starts
+	// them and merges their reports; the suite's ReportAfterSuite writes one JUnit file.
+	bin, args := e2eTest, suiteArgs
+	if *parallel > 1 {
+		bin = filepath.Join(*suiteDir, "ginkgo")
+		args = []string{"--procs=" + strconv.Itoa(*parallel)}
+		for _, a := range ginkgoArgs {
+			args = append(args, "--"+a)
+		}
+		args = append(append(append(args, e2eTest), "--"), suiteArgs...)
+	} else {
+		for _, a := range ginkgoArgs {
+			args = append(args, "-ginkgo."+a)
+		}
+	}
 	suiteLog, err := os.Create(filepath.Join(dir, "e2e.log"))
 	if err != nil {
 		return err
 	}
 	defer func() { _ = suiteLog.Close() }()
-	fmt.Printf("Running: %s %s\n", e2eTest, strings.Join(args, " "))
-	cmd := exec.CommandContext(ctx, e2eTest, args...)
+	fmt.Printf("Running: %s %s\n", bin, strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout = io.MultiWriter(os.Stdout, suiteLog)
 	cmd.Stderr = io.MultiWriter(os.Stderr, suiteLog)
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(*kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"))
