@@ -280,7 +280,7 @@ EXTERNAL_STORAGE_PROCS ?= 3
 test-external-storage: build external-storage-suite $(UPSTREAM) ## Run the upstream external-storage suite against the operator-installed driver on real nodes (MODE=standalone|hypershift, FOCUS, SKIP); JUnit under bin/external-storage.
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	$(MAKE) --no-print-directory real-node-prereqs
-	e2e/hack/host-packages.sh busybox-static
+	e2e/hack/host-packages.sh busybox-static bind9-dnsutils
 	go run ./e2e/cmd/external-storage --mode=$(EXTERNAL_STORAGE_MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) \
 	  --suite=$(KUBE_E2E_BIN_DIR) --kubectl=$(KUBE_BIN_DIR)/kubectl --out=$(EXTERNAL_STORAGE_OUT) \
 	  --focus='$(FOCUS)' --skip='$(SKIP)' --timeout=$(EXTERNAL_STORAGE_TIMEOUT) --procs=$(EXTERNAL_STORAGE_PROCS)

@@ -4,11 +4,15 @@
 // (testdriver.yaml), its image registries redirected to the local image prefix, and the images
 // its pods run, built here and imported into the nodes, since nothing is ever pulled.
 //
-// The suite's test pods run two images. busybox is Debian's busybox-static, a real busybox,
+// The suite's test pods run three images. busybox is Debian's busybox-static, a real busybox,
 // tagged with the suite's busybox reference (the suite's tag names a slightly newer busybox
 // release; its pods use only the common applets). agnhost is upstream's agnhost program compiled
 // from the same k8s.io/kubernetes release as e2e.test (test/images/agnhost, whose VERSION is the
 // suite's agnhost tag), with busybox's applets beside it as the upstream image has a shell.
+// glibc-dns-testing is, as upstream's, a Debian system with dnsutils: the host's Debian bash,
+// coreutils, grep, sed and bind9-dnsutils with their glibc libraries (the multiVolume tests run
+// their concurrent-access pods on it). Upstream's image also carries a coredns binary, which no
+// storage test runs; it is left out.
 package externalstorage
 
 import (
@@ -40,12 +44,16 @@ const Registry = "localhost/cinder-csi-e2e"
 const HostBusybox = "/bin/busybox"
 
 // HostPackages are the Debian packages the images are made from.
-var HostPackages = []string{"busybox-static"}
+var HostPackages = []string{"busybox-static", "bind9-dnsutils"}
+
+// glibcPackages are the Debian packages whose programs make up glibc-dns-testing.
+var glibcPackages = []string{"bash", "dash", "coreutils", "grep", "sed", "findutils", "bind9-dnsutils"}
 
 // Image names in the suite's references (the last path element).
 const (
-	BusyBox = "busybox"
-	Agnhost = "agnhost"
+	BusyBox         = "busybox"
+	Agnhost         = "agnhost"
+	GlibcDNSTesting = "glibc-dns-testing"
 )
 
 // registryKeys are the fields of the suite's registry list (test/utils/image RegistryList).
@@ -94,11 +102,11 @@ func SuiteImages(ctx context.Context, e2eTest, repoList, agnhostBinary string) (
 			continue
 		}
 		switch {
-		case repo == BusyBox, repo == Agnhost && tag == agnhostTag:
+		case repo == BusyBox, repo == GlibcDNSTesting, repo == Agnhost && tag == agnhostTag:
 			refs[repo] = ref
 		}
 	}
-	for _, n := range []string{BusyBox, Agnhost} {
+	for _, n := range []string{BusyBox, Agnhost, GlibcDNSTesting} {
 		if refs[n] == "" {
 			return nil, fmt.Errorf("%s -list-images names no %s image under %s (agnhost %s)", e2eTest, n, Registry, agnhostTag)
 		}
@@ -106,7 +114,7 @@ func SuiteImages(ctx context.Context, e2eTest, repoList, agnhostBinary string) (
 	return refs, nil
 }
 
-// BuildImages writes the busybox and agnhost images under the references refs (from
+// BuildImages writes the busybox, agnhost and glibc-dns-testing images under the references refs (from
 // SuiteImages) as OCI layout tars into dir and returns their paths. agnhostBinary is the agnhost
 // program built with e2e.test.
 func BuildImages(dir string, refs map[string]string, agnhostBinary string) ([]string, error) {
@@ -120,6 +128,10 @@ func BuildImages(dir string, refs map[string]string, agnhostBinary string) ([]st
 	busybox := baseRootfs(applets)
 	agnhost := baseRootfs(applets)
 	agnhost.File("/agnhost", agnhostBinary, 0o755)
+	glibc, err := glibcRootfs()
+	if err != nil {
+		return nil, err
+	}
 	specs := []struct {
 		name string
 		fs   *images.Rootfs
@@ -128,6 +140,8 @@ func BuildImages(dir string, refs map[string]string, agnhostBinary string) ([]st
 		// As upstream's images: busybox runs sh, agnhost its pause command unless told otherwise.
 		{BusyBox, busybox, images.Config{Cmd: []string{"sh"}, Env: []string{pathEnv}}},
 		{Agnhost, agnhost, images.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}, Env: []string{pathEnv}}},
+		// Upstream's is a Debian image with no command of its own: bash, as Debian's base.
+		{GlibcDNSTesting, glibc, images.Config{Cmd: []string{"bash"}, Env: []string{pathEnv}}},
 	}
 	var tars []string
 	for _, s := range specs {
@@ -165,6 +179,37 @@ func baseRootfs(applets []string) *images.Rootfs {
 		r.Dir(d, 0o755)
 	}
 	return r
+}
+
+// glibcRootfs is the programs of glibcPackages as the host's Debian installed them, each with the
+// libraries and loader it links, and sh as Debian's dash.
+func glibcRootfs() (*images.Rootfs, error) {
+	out, err := exec.Command("dpkg", append([]string{"-L"}, glibcPackages...)...).Output()
+	if err != nil {
+		return nil, fmt.Errorf("listing the files of %s: %w (install them: make test-external-storage does)", strings.Join(glibcPackages, " "), err)
+	}
+	var programs []string
+	for _, p := range strings.Fields(string(out)) {
+		if !strings.Contains(p, "/bin/") {
+			continue
+		}
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			programs = append(programs, p)
+		}
+	}
+	r := images.NewRootfs()
+	if err := r.Host(programs...); err != nil {
+		return nil, fmt.Errorf("copying %s: %w", strings.Join(glibcPackages, " "), err)
+	}
+	r.Symlink("/bin/sh", "/bin/dash")
+	r.Data("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"), 0o644)
+	r.Data("/etc/group", []byte("root:x:0:\nnogroup:x:65534:\n"), 0o644)
+	r.Dir("/tmp", 0o777|os.ModeSticky)
+	r.Dir("/root", 0o700)
+	for _, d := range []string{"/proc", "/sys", "/dev", "/var"} {
+		r.Dir(d, 0o755)
+	}
+	return r, nil
 }
 
 // busyboxApplets lists the host busybox's applets with their install paths (bin/sh, usr/bin/md5sum,
