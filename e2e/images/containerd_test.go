@@ -90,7 +90,9 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
-		logFile.Close()
+		// containerd wrote the log through its own descriptor, which it closed on exit: closing
+		// ours cannot lose any of it.
+		_ = logFile.Close()
 		if t.Failed() {
 			if log, err := os.ReadFile(logFile.Name()); err == nil {
 				t.Logf("containerd log:\n%s", log)
