@@ -31,8 +31,8 @@ func TestContainerdImport(t *testing.T) {
 	v := DefaultVersions()
 	pause := BinaryPath(bin, Pause, v.Kube)
 	content := []byte("not a real pause binary")
-	if real, err := os.ReadFile(BinaryPath("../../bin", Pause, v.Kube)); err == nil {
-		content = real
+	if built, err := os.ReadFile(BinaryPath("../../bin", Pause, v.Kube)); err == nil {
+		content = built
 	}
 	if err := os.MkdirAll(filepath.Dir(pause), 0o755); err != nil {
 		t.Fatal(err)
