@@ -122,51 +122,56 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	var out bytes.Buffer
-	section := func(title string, steps []plan.Step, c plan.Cluster, identities bool) error {
-		var objs []client.Object
-		for _, st := range steps {
-			if st.Cluster == c {
-				objs = append(objs, st.Object)
-			}
-		}
-		if len(objs) == 0 {
-			return nil
-		}
-		fmt.Fprintf(&out, "# %s\n", title)
-		for _, o := range objs {
-			b, err := toYAML(scheme, o, identities)
-			if err != nil {
-				return err
-			}
-			out.WriteString("---\n")
-			out.Write(b)
-		}
-		return nil
-	}
 	mgmtTitle := "the management cluster, namespace " + cpCfg.Namespace
 	guestTitle := "the guest cluster"
 	if !hyperShift {
 		mgmtTitle, guestTitle = "the cluster (controller side)", "the cluster (node copy of cloud-conf)"
 	}
-	for _, sec := range []struct {
-		title  string
-		steps  []plan.Step
-		c      plan.Cluster
-		delete bool
-	}{
+	return writeSections(stdout, scheme, []renderSection{
 		{"Applied by the controlplane manager to " + mgmtTitle, cpPlan.Apply, plan.Management, false},
 		{"Applied by the controlplane manager to " + guestTitle, cpPlan.Apply, plan.Guest, false},
 		{"Applied by the guest manager (the VolumeSnapshotClass only where its CRD exists)", guestPlan.Apply, plan.Guest, false},
 		{"Deleted by the controlplane manager from " + mgmtTitle, cpPlan.Delete, plan.Management, true},
 		{"Deleted by the controlplane manager from " + guestTitle, cpPlan.Delete, plan.Guest, true},
 		{"Deleted by the guest manager", guestPlan.Delete, plan.Guest, true},
-	} {
-		if err := section(sec.title, sec.steps, sec.c, sec.delete); err != nil {
-			return err
+	})
+}
+
+// renderSection is one titled part of render's output: the steps of a plan that act on one
+// cluster.
+type renderSection struct {
+	title string
+	steps []plan.Step
+	c     plan.Cluster
+	// identities prints only each object's identity, for objects to delete.
+	identities bool
+}
+
+// writeSections writes each section that has objects as a comment line with its title followed by
+// one YAML document per object. Nothing is written to w unless every object converts.
+func writeSections(w io.Writer, scheme *runtime.Scheme, sections []renderSection) error {
+	var out bytes.Buffer
+	for _, sec := range sections {
+		var objs []client.Object
+		for _, st := range sec.steps {
+			if st.Cluster == sec.c {
+				objs = append(objs, st.Object)
+			}
+		}
+		if len(objs) == 0 {
+			continue
+		}
+		fmt.Fprintf(&out, "# %s\n", sec.title)
+		for _, o := range objs {
+			b, err := toYAML(scheme, o, sec.identities)
+			if err != nil {
+				return err
+			}
+			out.WriteString("---\n")
+			out.Write(b)
 		}
 	}
-	_, err = stdout.Write(out.Bytes())
+	_, err := w.Write(out.Bytes())
 	return err
 }
 

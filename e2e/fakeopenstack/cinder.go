@@ -69,37 +69,67 @@ func (s *Server) serveVolume(w *statusWriter, r *http.Request) {
 		return
 	}
 	seg := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, prefix), "/"), "/")
-	get, post, del := r.Method == http.MethodGet, r.Method == http.MethodPost, r.Method == http.MethodDelete
 
-	switch {
-	case len(seg) == 1 && seg[0] == "os-availability-zone" && get:
-		s.writeZones(w, EndpointVolume)
-	case len(seg) == 1 && seg[0] == "volumes" && post:
-		s.createVolume(w, r, mv)
-	case len(seg) == 1 && seg[0] == "volumes" && get:
-		s.listVolumes(w, r, mv, false)
-	case len(seg) == 2 && seg[0] == "volumes" && seg[1] == "detail" && get:
-		s.listVolumes(w, r, mv, true)
-	case len(seg) == 2 && seg[0] == "volumes" && get:
-		s.getVolume(w, r, mv, seg[1])
-	case len(seg) == 2 && seg[0] == "volumes" && del:
-		s.deleteVolume(w, r, seg[1])
-	case len(seg) == 3 && seg[0] == "volumes" && seg[2] == "action" && post:
-		s.volumeAction(w, r, mv, seg[1])
-	case len(seg) == 1 && seg[0] == "snapshots" && post:
-		s.createSnapshot(w, r, mv)
-	case len(seg) == 1 && seg[0] == "snapshots" && get,
-		len(seg) == 2 && seg[0] == "snapshots" && seg[1] == "detail" && get:
-		s.listSnapshots(w, r, mv)
-	case len(seg) == 2 && seg[0] == "snapshots" && get:
-		s.getSnapshot(w, mv, seg[1])
-	case len(seg) == 2 && seg[0] == "snapshots" && del:
-		s.deleteSnapshot(w, seg[1])
-	default:
+	served := false
+	switch seg[0] {
+	case "os-availability-zone":
+		if len(seg) == 1 && r.Method == http.MethodGet {
+			s.writeZones(w, EndpointVolume)
+			served = true
+		}
+	case "volumes":
+		served = s.serveVolumes(w, r, mv, seg[1:])
+	case "snapshots":
+		served = s.serveSnapshots(w, r, mv, seg[1:])
+	}
+	if !served {
 		// Backups among others: the driver looks a snapshot ID up as a backup and takes 404 as
 		// "not a backup".
 		writeNotFound(w)
 	}
+}
+
+// serveVolumes routes the requests under /volumes; rest is the path below it. It reports false,
+// having written nothing, for a route it does not serve.
+func (s *Server) serveVolumes(w http.ResponseWriter, r *http.Request, mv apiVersion, rest []string) bool {
+	get, post, del := r.Method == http.MethodGet, r.Method == http.MethodPost, r.Method == http.MethodDelete
+	switch {
+	case len(rest) == 0 && post:
+		s.createVolume(w, r, mv)
+	case len(rest) == 0 && get:
+		s.listVolumes(w, r, mv, false)
+	case len(rest) == 1 && rest[0] == "detail" && get:
+		s.listVolumes(w, r, mv, true)
+	case len(rest) == 1 && get:
+		s.getVolume(w, r, mv, rest[0])
+	case len(rest) == 1 && del:
+		s.deleteVolume(w, r, rest[0])
+	case len(rest) == 2 && rest[1] == "action" && post:
+		s.volumeAction(w, r, mv, rest[0])
+	default:
+		return false
+	}
+	return true
+}
+
+// serveSnapshots routes the requests under /snapshots; rest is the path below it. It reports
+// false, having written nothing, for a route it does not serve.
+func (s *Server) serveSnapshots(w http.ResponseWriter, r *http.Request, mv apiVersion, rest []string) bool {
+	get, post, del := r.Method == http.MethodGet, r.Method == http.MethodPost, r.Method == http.MethodDelete
+	switch {
+	case len(rest) == 0 && post:
+		s.createSnapshot(w, r, mv)
+	case len(rest) == 0 && get,
+		len(rest) == 1 && rest[0] == "detail" && get:
+		s.listSnapshots(w, r, mv)
+	case len(rest) == 1 && get:
+		s.getSnapshot(w, mv, rest[0])
+	case len(rest) == 1 && del:
+		s.deleteSnapshot(w, rest[0])
+	default:
+		return false
+	}
+	return true
 }
 
 // decodeBody reads a JSON request body of at most 1 MiB into v, answering 400 if it is not JSON.
@@ -157,48 +187,9 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request, mv apiVers
 	defer c.mu.Unlock()
 
 	size := in.Size.n
-	zone := in.AvailabilityZone
-	var sourceSize int
-	switch {
-	case in.SnapshotID != "":
-		snap, ok := c.snapshots[in.SnapshotID]
-		if !ok {
-			writeFault(w, http.StatusNotFound, fmt.Sprintf("Snapshot %s could not be found.", in.SnapshotID))
-			return
-		}
-		if snap.status != StatusAvailable {
-			writeFault(w, http.StatusBadRequest, "Invalid snapshot: Originating snapshot status must be one of 'available' values")
-			return
-		}
-		sourceSize = snap.size
-		// cloned_volume_same_az (default true): a volume from a snapshot lives in the zone of
-		// the snapshot's volume.
-		if src, ok := c.volumes[snap.volumeID]; ok {
-			if zone == "" {
-				zone = src.zone
-			} else if zone != src.zone {
-				writeFault(w, http.StatusBadRequest, "Invalid input received: Volume must be in the same availability zone as the snapshot")
-				return
-			}
-		}
-	case in.SourceVolID != "":
-		src, ok := c.volumes[in.SourceVolID]
-		if !ok {
-			writeFault(w, http.StatusNotFound, fmt.Sprintf("Volume %s could not be found.", in.SourceVolID))
-			return
-		}
-		if src.status != StatusAvailable && src.status != StatusInUse {
-			writeFault(w, http.StatusBadRequest, fmt.Sprintf(
-				"Invalid volume: Source volume status must be available or in-use, but is %s.", src.status))
-			return
-		}
-		sourceSize = src.size
-		if zone == "" {
-			zone = src.zone
-		} else if zone != src.zone {
-			writeFault(w, http.StatusBadRequest, "Invalid input received: Volume must be in the same availability zone as the source volume")
-			return
-		}
+	sourceSize, zone, ok := s.volumeSourceLocked(w, in.SnapshotID, in.SourceVolID, in.AvailabilityZone)
+	if !ok {
+		return
 	}
 	if !in.Size.set && sourceSize > 0 {
 		size = sourceSize
@@ -263,6 +254,56 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request, mv apiVers
 		view["status"] = StatusCreating
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"volume": view})
+}
+
+// volumeSourceLocked checks the snapshot or, without one, the volume that a new volume is created
+// from, and returns the source's size (0 without a source) and the new volume's zone: zone if it
+// was asked for, else the source's. It answers the fault and reports false when the source is
+// missing or not ready, or lives in another zone than the one asked for.
+func (s *Server) volumeSourceLocked(w http.ResponseWriter, snapshotID, sourceVolID, zone string) (int, string, bool) {
+	c := s.cloud
+	switch {
+	case snapshotID != "":
+		snap, ok := c.snapshots[snapshotID]
+		if !ok {
+			writeFault(w, http.StatusNotFound, fmt.Sprintf("Snapshot %s could not be found.", snapshotID))
+			return 0, "", false
+		}
+		if snap.status != StatusAvailable {
+			writeFault(w, http.StatusBadRequest, "Invalid snapshot: Originating snapshot status must be one of 'available' values")
+			return 0, "", false
+		}
+		// cloned_volume_same_az (default true): a volume from a snapshot lives in the zone of
+		// the snapshot's volume.
+		if src, ok := c.volumes[snap.volumeID]; ok {
+			if zone == "" {
+				zone = src.zone
+			} else if zone != src.zone {
+				writeFault(w, http.StatusBadRequest, "Invalid input received: Volume must be in the same availability zone as the snapshot")
+				return 0, "", false
+			}
+		}
+		return snap.size, zone, true
+	case sourceVolID != "":
+		src, ok := c.volumes[sourceVolID]
+		if !ok {
+			writeFault(w, http.StatusNotFound, fmt.Sprintf("Volume %s could not be found.", sourceVolID))
+			return 0, "", false
+		}
+		if src.status != StatusAvailable && src.status != StatusInUse {
+			writeFault(w, http.StatusBadRequest, fmt.Sprintf(
+				"Invalid volume: Source volume status must be available or in-use, but is %s.", src.status))
+			return 0, "", false
+		}
+		if zone == "" {
+			zone = src.zone
+		} else if zone != src.zone {
+			writeFault(w, http.StatusBadRequest, "Invalid input received: Volume must be in the same availability zone as the source volume")
+			return 0, "", false
+		}
+		return src.size, zone, true
+	}
+	return 0, zone, true
 }
 
 // checkQuotaLocked answers 413 if adding gigabytes would exceed the quota.

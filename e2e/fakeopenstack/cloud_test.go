@@ -574,7 +574,7 @@ func TestMetadata(t *testing.T) {
 	t.Parallel()
 
 	get := func(g Gomega, url string) (int, string) {
-		resp, err := http.Get(url) //nolint:noctx // a plain test GET, like the driver's
+		resp, err := http.Get(url)
 		g.Expect(err).NotTo(HaveOccurred())
 		defer func() { _ = resp.Body.Close() }()
 		body, err := io.ReadAll(resp.Body)
@@ -652,7 +652,7 @@ func TestMetadata(t *testing.T) {
 		code, _ := get(g, md.URL+"/openstack/latest/meta_data.json")
 		g.Expect(code).To(Equal(http.StatusInternalServerError))
 		s.SetFault(EndpointMetadata, FaultRefuse)
-		_, err := http.Get(md.URL + "/openstack/latest/meta_data.json") //nolint:bodyclose,noctx // fails: no body
+		_, err := http.Get(md.URL + "/openstack/latest/meta_data.json") //nolint:bodyclose // fails: no body
 		g.Expect(err).To(HaveOccurred())
 		s.ClearFaults()
 		code, _ = get(g, md.URL+"/openstack/latest/meta_data.json")
@@ -726,7 +726,7 @@ func TestListeners(t *testing.T) {
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM(s.CACertPEM())
 		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-		_, err = client.Get("https://" + l.Addr().String() + "/identity/v3") //nolint:bodyclose,noctx // fails: no body
+		_, err = client.Get("https://" + l.Addr().String() + "/identity/v3") //nolint:bodyclose // fails: no body
 		var certErr x509.HostnameError
 		g.Expect(errors.As(err, &certErr)).To(BeTrue(), "error: %v", err)
 	})

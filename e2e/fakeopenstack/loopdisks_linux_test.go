@@ -102,9 +102,9 @@ func blockdevSize(g Gomega, dev string) int64 {
 // loopsIn lists, independently of the code under test, the loop devices whose backing file is
 // in dir, from sysfs.
 func loopsIn(dir string) []string {
-	real, err := filepath.EvalSymlinks(dir)
+	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		real = dir
+		resolved = dir
 	}
 	paths, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
 	var out []string
@@ -114,7 +114,7 @@ func loopsIn(dir string) []string {
 			continue
 		}
 		file := strings.TrimSuffix(strings.TrimSpace(string(data)), " (deleted)")
-		if filepath.Dir(file) == real || filepath.Dir(file) == dir {
+		if filepath.Dir(file) == resolved || filepath.Dir(file) == dir {
 			out = append(out, p)
 		}
 	}

@@ -31,8 +31,8 @@ func TestContainerdImport(t *testing.T) {
 	v := DefaultVersions()
 	pause := BinaryPath(bin, Pause, v.Kube)
 	content := []byte("not a real pause binary")
-	if real, err := os.ReadFile(BinaryPath("../../bin", Pause, v.Kube)); err == nil {
-		content = real
+	if built, err := os.ReadFile(BinaryPath("../../bin", Pause, v.Kube)); err == nil {
+		content = built
 	}
 	if err := os.MkdirAll(filepath.Dir(pause), 0o755); err != nil {
 		t.Fatal(err)
@@ -90,7 +90,9 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
-		logFile.Close()
+		// containerd wrote the log through its own descriptor, which it closed on exit: closing
+		// ours cannot lose any of it.
+		_ = logFile.Close()
 		if t.Failed() {
 			if log, err := os.ReadFile(logFile.Name()); err == nil {
 				t.Logf("containerd log:\n%s", log)

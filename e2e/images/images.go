@@ -265,7 +265,7 @@ func hashFile(w io.Writer, file string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	fs := sha256.New()
 	if _, err := io.Copy(fs, f); err != nil {
 		return fmt.Errorf("reading %s: %w", file, err)

@@ -138,8 +138,12 @@ func WriteLayout(file string, img Image) (Descriptor, error) {
 	if err != nil {
 		return Descriptor{}, fmt.Errorf("writing image %s: %w", img.Ref, err)
 	}
-	defer os.Remove(layerFile.Name())
-	defer layerFile.Close()
+	// The layer file is scratch: it is read back through the same descriptor and then removed, so
+	// neither its Close nor its Remove can lose anything the image needs.
+	defer func() {
+		_ = layerFile.Close()
+		_ = os.Remove(layerFile.Name())
+	}()
 	h := sha256.New()
 	if err := writeLayer(io.MultiWriter(layerFile, h), img.Rootfs); err != nil {
 		return Descriptor{}, fmt.Errorf("writing layer of %s: %w", img.Ref, err)
@@ -190,8 +194,12 @@ func WriteLayout(file string, img Image) (Descriptor, error) {
 	if err != nil {
 		return Descriptor{}, fmt.Errorf("writing image %s: %w", img.Ref, err)
 	}
-	defer os.Remove(out.Name())
-	defer out.Close()
+	// For the error paths only: on success out has been closed (that error is checked below) and
+	// renamed into place, so both calls fail harmlessly.
+	defer func() {
+		_ = out.Close()
+		_ = os.Remove(out.Name())
+	}()
 	tw := tar.NewWriter(out)
 	for _, d := range []string{"blobs/", "blobs/sha256/"} {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
@@ -314,7 +322,7 @@ func writeLayerFile(tw *tar.Writer, hdr *tar.Header, e Entry) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.Path, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.Path, err)

@@ -37,7 +37,7 @@ func readLayout(t *testing.T, file string) layout {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	entries := map[string][]byte{}
 	tr := tar.NewReader(f)
 	for {

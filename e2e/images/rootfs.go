@@ -203,7 +203,7 @@ func (r *Rootfs) dependencies(p string) error {
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", p, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	head := make([]byte, 256)
 	n, _ := f.Read(head)
 	head = head[:n]

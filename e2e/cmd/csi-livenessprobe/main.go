@@ -141,7 +141,7 @@ func driverName(ctx context.Context, address string, timeout time.Duration) (str
 	if err != nil {
 		return "", fmt.Errorf("connecting to the CSI driver at %s: %w", address, err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	client := csi.NewIdentityClient(conn)
 	for attempt := 1; ; attempt++ {
 		callCtx, cancel := context.WithTimeout(ctx, timeout)
@@ -199,7 +199,7 @@ func (p *prober) probe(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("connecting to the CSI driver at %s: %w", p.address, err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	resp, err := csi.NewIdentityClient(conn).Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		return false, fmt.Errorf("probing the CSI driver at %s: %w", p.address, err)

@@ -50,7 +50,11 @@ func startFakeCSI(t *testing.T, f *fakeIdentity) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("removing %s: %v", dir, err)
+		}
+	})
 	sock := filepath.Join(dir, "csi.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
@@ -90,7 +94,7 @@ func get(t *testing.T, addr string) (int, string, time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), time.Since(start)
 }

@@ -173,7 +173,7 @@ func driverName(ctx context.Context, address string, timeout time.Duration) (str
 	if err != nil {
 		return "", fmt.Errorf("connecting to the CSI driver at %s: %w", address, err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	client := csi.NewIdentityClient(conn)
 	for attempt := 1; ; attempt++ {
 		callCtx, cancel := context.WithTimeout(ctx, timeout)
@@ -310,7 +310,7 @@ func (r *registrar) healthz(w http.ResponseWriter, req *http.Request, socket str
 		fail(http.StatusInternalServerError, err.Error())
 		return
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	ctx, cancel := context.WithTimeout(req.Context(), timeout)
 	defer cancel()
 	info, err := registerapi.NewRegistrationClient(conn).GetInfo(ctx, &registerapi.InfoRequest{})

@@ -35,7 +35,11 @@ func shortTempDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("removing %s: %v", dir, err)
+		}
+	})
 	return dir
 }
 
@@ -60,7 +64,7 @@ func registrationClient(t *testing.T, socket string) registerapi.RegistrationCli
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	t.Cleanup(func() { _ = conn.Close() })
 	return registerapi.NewRegistrationClient(conn)
 }
 
@@ -70,7 +74,7 @@ func healthz(t *testing.T, addr string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
 }
@@ -127,7 +131,9 @@ func TestRegistrar(t *testing.T) {
 	go func() { done <- r.serve(ctx, regSock, httpLis, time.Second) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
 	})
 	waitFor(t, "the registration socket", func() bool {
 		fi, err := os.Stat(regSock)

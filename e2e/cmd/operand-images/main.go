@@ -1,9 +1,11 @@
 // Command operand-images packs the operand, pause and toolbox images as OCI layout tars under
 // <bin>/images (see package e2e/images) and prints one line per image: name, reference, tar. With
 // -env it prints the operator's image environment variables instead. The binaries must have been
-// built by e2e/hack/build-operands.sh (`make operand-binaries`).
+// names by e2e/hack/build-operands.sh (`make operand-binaries`).
 //
-// Usage: operand-images [flags] [image name...]
+// Usage:
+//
+//	operand-images [flags] [image name...]
 package main
 
 import (
@@ -31,14 +33,22 @@ func main() {
 	flag.StringVar(&v.KubeRBACProxy, "kube-rbac-proxy-version", v.KubeRBACProxy, "kube-rbac-proxy version")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	set, err := images.Build(ctx, *bin, v, flag.Args()...)
-	if err != nil {
+	if err := run(*bin, *env, v, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if *env {
+}
+
+// run packs the named images (all when none is named) and prints them. It is separate from main
+// so that the signal handler is stopped before the process exits with an error.
+func run(bin string, env bool, v images.Versions, want []string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	set, err := images.Build(ctx, bin, v, want...)
+	if err != nil {
+		return err
+	}
+	if env {
 		vars := set.Env()
 		names := make([]string, 0, len(vars))
 		for n := range vars {
@@ -48,7 +58,7 @@ func main() {
 		for _, n := range names {
 			fmt.Printf("%s=%s\n", n, vars[n])
 		}
-		return
+		return nil
 	}
 	names := make([]string, 0, len(set))
 	for n := range set {
@@ -58,4 +68,5 @@ func main() {
 	for _, n := range names {
 		fmt.Printf("%s\t%s\t%s\n", n, set[n].Ref, set[n].Tar)
 	}
+	return nil
 }
