@@ -14,10 +14,9 @@ import (
 // live Deployment's rollout state, and its Degraded condition from a stuck rollout or applyErr.
 // waitingFor explains a missing Deployment (the configuration it is waiting for).
 func setControllerConditions(s *conditions.Set, dep *appsv1.Deployment, waitingFor string, applyErr error) {
-	switch {
-	case dep == nil:
+	if dep == nil {
 		s.Absent(names.ConditionControllerAvailable, names.ConditionControllerProgressing, waitingFor, "The CSI controller Deployment is being created.")
-	default:
+	} else {
 		want := int32(1)
 		if dep.Spec.Replicas != nil {
 			want = *dep.Spec.Replicas

@@ -12,10 +12,9 @@ import (
 // setNodeConditions sets the node plugin's Available, Progressing and Degraded conditions from
 // the live DaemonSet. waitingFor explains why there is no DaemonSet yet.
 func setNodeConditions(s *conditions.Set, ds *appsv1.DaemonSet, waitingFor string, applyErr error) {
-	switch {
-	case ds == nil:
+	if ds == nil {
 		s.Absent(names.ConditionNodeAvailable, names.ConditionNodeProgressing, waitingFor, "The CSI node DaemonSet is being created.")
-	default:
+	} else {
 		st := ds.Status
 		switch {
 		case st.NumberAvailable > 0:
