@@ -70,8 +70,8 @@ func TestResolve(t *testing.T) {
 		{name: "When the Secret has no clouds.yaml key, it should say so", rc: hyperShiftConfig(),
 			in: func(in *Inputs) { in.Credentials = creds(map[string]string{"other": "x"}) }, wantReason: []string{names.ReasonMissingCredentials}},
 		{name: "When clouds.yaml is invalid and the log level unknown, it should report both", rc: hyperShiftConfig(),
-			driver: operatorv1.ClusterCSIDriverSpec{OperatorSpec: operatorv1.OperatorSpec{LogLevel: "Loud"}},
-			in:     func(in *Inputs) { in.Credentials = creds(map[string]string{names.KeyCloudsYAML: "clouds: ["}) },
+			driver:     operatorv1.ClusterCSIDriverSpec{OperatorSpec: operatorv1.OperatorSpec{LogLevel: "Loud"}},
+			in:         func(in *Inputs) { in.Credentials = creds(map[string]string{names.KeyCloudsYAML: "clouds: ["}) },
 			wantReason: []string{names.ReasonUnknownLogLevel, names.ReasonInvalidCredentials}},
 		{name: "When cinder-csi-config has an invalid enable_topology, it should name the ConfigMap", rc: hyperShiftConfig(),
 			in: func(in *Inputs) {
@@ -97,7 +97,7 @@ func TestResolve(t *testing.T) {
 				g.Expect(c.HA).To(BeFalse())
 			}},
 		{name: "When standalone with an empty injected CA bundle, it should not count it as an input", rc: standaloneConfig(),
-			in: func(in *Inputs) { in.TrustedCA = &corev1.ConfigMap{} },
+			in:    func(in *Inputs) { in.TrustedCA = &corev1.ConfigMap{} },
 			check: func(g Gomega, c *config) { g.Expect(c.TrustedCA).To(BeNil()) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
