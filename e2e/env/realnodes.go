@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net"
 	"os"
@@ -254,18 +255,38 @@ func (r *RealNodes) stop() error {
 // left (the by-id links in /dev) before the run directories are reused.
 const loopDisksParent = "/run/cinder-csi-loopdisks"
 
+// SweepLoopDisks removes what environments whose process was killed left in loopDisksParent: their
+// loop devices (and any loop device bound onto them), by-id links and files. A directory whose
+// owner still runs is left alone.
+func SweepLoopDisks(log logr.Logger) error {
+	entries, err := os.ReadDir(loopDisksParent)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ent := range entries {
+		dir := filepath.Join(loopDisksParent, ent.Name())
+		_, err := fakeopenstack.SweepLoopDisks(dir, log)
+		switch {
+		case errors.Is(err, fakeopenstack.ErrLoopDisksInUse):
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			_ = os.Remove(dir)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func newLoopDisks(runDir string) (*fakeopenstack.LoopDisks, error) {
 	if err := fakeopenstack.LoopDisksAvailable(); err != nil {
 		return nil, err
 	}
-	if entries, err := os.ReadDir(loopDisksParent); err == nil {
-		for _, ent := range entries {
-			dir := filepath.Join(loopDisksParent, ent.Name())
-			if _, err := fakeopenstack.SweepLoopDisks(dir, logr.Discard()); err == nil {
-				_ = os.Remove(dir)
-			}
-		}
-	}
+	// What a killed environment left does not stop this one: its own directory is new.
+	_ = SweepLoopDisks(logr.Discard())
 	return fakeopenstack.NewLoopDisks(fakeopenstack.LoopOptions{Dir: filepath.Join(loopDisksParent, filepath.Base(runDir))})
 }
 

@@ -554,6 +554,16 @@ func cleanLoopDir(dir, realDir string, m loopMarkerFile, log logr.Logger) ([]str
 	// Loop devices still bound to our files, and any by-id link to them.
 	loops, err := loopsBackedBy(realDir)
 	errs = append(errs, err)
+	// A loop device bound onto one of ours holds it open: the kubelet binds one onto the device
+	// of every raw-block volume it maps, so that the device cannot go away while a pod uses it,
+	// and a teardown that was cut short leaves it behind. It goes first.
+	for _, dev := range loopsStackedOn(loops) {
+		if err := clearStackedLoop(dev); err != nil {
+			errs = append(errs, err)
+		} else {
+			removed = append(removed, dev)
+		}
+	}
 	for _, dev := range loops {
 		for _, link := range linksTo(byID, dev) {
 			if err := os.Remove(link); err == nil {
@@ -670,6 +680,55 @@ func backingDir(sysBackingFile string) string {
 		return ""
 	}
 	return filepath.Dir(file)
+}
+
+// loopsStackedOn lists the loop devices whose backing file is the device node of one of devs
+// (matched by file system and inode, as the kernel records the backing file).
+func loopsStackedOn(devs []string) []string {
+	nodes := map[[2]uint64]bool{}
+	for _, d := range devs {
+		var st unix.Stat_t
+		if unix.Stat(d, &st) == nil {
+			nodes[[2]uint64{st.Dev, st.Ino}] = true
+		}
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	paths, _ := filepath.Glob("/sys/block/loop*/loop")
+	var out []string
+	for _, p := range paths {
+		dev := "/dev/" + filepath.Base(filepath.Dir(p))
+		if info, ok := loopStatus(dev); ok && nodes[[2]uint64{info.Device, info.Inode}] {
+			out = append(out, dev)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// loopStatus reads a bound loop device's status; ok is false for an unbound or missing device.
+func loopStatus(dev string) (*unix.LoopInfo64, bool) {
+	f, err := os.Open(dev)
+	if err != nil {
+		return nil, false
+	}
+	defer func() { _ = f.Close() }()
+	info, err := unix.IoctlLoopGetStatus64(int(f.Fd()))
+	return info, err == nil
+}
+
+// clearStackedLoop detaches a loop device bound onto one of ours.
+func clearStackedLoop(dev string) error {
+	f, err := os.Open(dev)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", dev, err)
+	}
+	defer func() { _ = f.Close() }()
+	if err := unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0); err != nil && !errors.Is(err, unix.ENXIO) {
+		return fmt.Errorf("detaching %s, bound onto a loop disk: %w", dev, err)
+	}
+	return nil
 }
 
 // linksTo returns the symlinks in dir that point at dev.

@@ -283,6 +283,28 @@ func TestLoopDisks(t *testing.T) {
 		expectAllGone(g, dir, []string{link}, byIDExisted)
 	})
 
+	t.Run("When a loop device is left bound onto an attached volume, as an interrupted kubelet leaves its block-volume lock, Close should free both", func(t *testing.T) {
+		g := NewWithT(t)
+		byIDExisted := exists(DefaultByIDDir)
+		d := newLoopDisks(t)
+		g.Expect(d.CreateVolume(volA, GiB)).To(Succeed())
+		dev, err := d.Attach(volA, "node-1")
+		g.Expect(err).NotTo(HaveOccurred())
+		// What the kubelet does for a raw-block volume: a loop device on the volume's device
+		// node, without autoclear.
+		out, err := exec.Command("losetup", "--find", "--show", dev).CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), "losetup: %s", out)
+		stacked := strings.TrimSpace(string(out))
+		t.Cleanup(func() { _ = exec.Command("losetup", "-d", stacked).Run() })
+		g.Expect(loopsStackedOn([]string{dev})).To(Equal([]string{stacked}))
+
+		dir, link := d.Dir(), d.LinkPath(volA)
+		g.Expect(d.Close()).To(Succeed())
+		expectAllGone(g, dir, []string{link}, byIDExisted)
+		_, bound := loopStatus(stacked)
+		g.Expect(bound).To(BeFalse(), "the stacked device %s is detached", stacked)
+	})
+
 	t.Run("When a directory already has an owner, it should refuse to reuse or sweep it", func(t *testing.T) {
 		g := NewWithT(t)
 		d := newLoopDisks(t)

@@ -1,6 +1,6 @@
 // Command realnode-sweep removes everything that real-node runs (package e2e/realnode) whose
 // process was killed left on this host: their containers and runc shims, mounts, network
-// namespaces, cgroups, host paths and host settings. It waits while a live run holds the
+// namespaces, cgroups, host paths and host settings, and the fake OpenStack's loop disks. It waits while a live run holds the
 // host-wide lock, up to --timeout. Every run sweeps on its own start; this is for cleaning up by
 // hand (`make clean-realnode`).
 package main
@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
 )
 
@@ -35,6 +38,9 @@ func run() error {
 	defer cancel()
 	if err := realnode.Sweep(ctx, log.Printf); err != nil {
 		return fmt.Errorf("sweeping real-node leftovers: %w", err)
+	}
+	if err := env.SweepLoopDisks(funcr.New(func(prefix, args string) { log.Println(prefix, args) }, funcr.Options{Verbosity: 1})); err != nil {
+		return fmt.Errorf("sweeping loop disks: %w", err)
 	}
 	return nil
 }
