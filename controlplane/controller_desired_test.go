@@ -15,11 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
-	"github.com/cinder-csi-operator/cinder-csi-operator/internal/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 )
 
 // hcpNamespace is the HostedControlPlane namespace of the test inputs.

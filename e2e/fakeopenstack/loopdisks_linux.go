@@ -551,33 +551,7 @@ func cleanLoopDir(dir, realDir string, m loopMarkerFile, log logr.Logger) ([]str
 		byID = DefaultByIDDir
 	}
 
-	// Loop devices still bound to our files, and any by-id link to them.
-	loops, err := loopsBackedBy(realDir)
-	errs = append(errs, err)
-	// A loop device bound onto one of ours holds it open: the kubelet binds one onto the device
-	// of every raw-block volume it maps, so that the device cannot go away while a pod uses it,
-	// and a teardown that was cut short leaves it behind. It goes first.
-	for _, dev := range loopsStackedOn(loops) {
-		if err := clearStackedLoop(dev); err != nil {
-			errs = append(errs, err)
-		} else {
-			removed = append(removed, dev)
-		}
-	}
-	for _, dev := range loops {
-		for _, link := range linksTo(byID, dev) {
-			if err := os.Remove(link); err == nil {
-				removed = append(removed, link)
-			} else if !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, err)
-			}
-		}
-		if err := clearLoop(dev, realDir); err != nil {
-			errs = append(errs, err)
-		} else {
-			removed = append(removed, dev)
-		}
-	}
+	errs = append(errs, freeLoops(realDir, byID, &removed))
 
 	// Recorded links: the name carries our volume ID, so a link of that name is ours even if
 	// its device is gone or was reused.
@@ -637,6 +611,39 @@ func cleanLoopDir(dir, realDir string, m loopMarkerFile, log logr.Logger) ([]str
 		log.V(1).Info("Removed loop disk leftovers", "dir", dir, "removed", removed)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// freeLoops detaches the loop devices bound to files in realDir, after the loop devices bound onto
+// them, and removes the by-id links to them, adding what it freed to removed.
+func freeLoops(realDir, byID string, removed *[]string) error {
+	// Loop devices still bound to our files, and any by-id link to them.
+	loops, err := loopsBackedBy(realDir)
+	errs := []error{err}
+	// A loop device bound onto one of ours holds it open: the kubelet binds one onto the device
+	// of every raw-block volume it maps, so that the device cannot go away while a pod uses it,
+	// and a teardown that was cut short leaves it behind. It goes first.
+	for _, dev := range loopsStackedOn(loops) {
+		if err := clearStackedLoop(dev); err != nil {
+			errs = append(errs, err)
+		} else {
+			*removed = append(*removed, dev)
+		}
+	}
+	for _, dev := range loops {
+		for _, link := range linksTo(byID, dev) {
+			if err := os.Remove(link); err == nil {
+				*removed = append(*removed, link)
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		if err := clearLoop(dev, realDir); err != nil {
+			errs = append(errs, err)
+		} else {
+			*removed = append(*removed, dev)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func removeFile(path string, removed *[]string) error {
