@@ -149,11 +149,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		st.Fold(names.ConditionControllerDegraded, err, "Reading the operator's inputs")
 		return ctrl.Result{}, err
 	}
-	s := State{Driver: driver, Inputs: *in}
-	if di, ok := detectionFor(r.Config, s); ok {
-		s.Detection = r.detection(ctx, di)
-	}
-	p, err := Desired(r.Decoder, r.Config, s)
+	p, err := desired(r.Decoder, r.Config, State{Driver: driver, Inputs: *in}, func(di detectionInputs) Detection {
+		return r.detection(ctx, di)
+	})
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -69,6 +69,13 @@ type Plan struct {
 // Desired computes the plan for s. It reads nothing and writes nothing. The error is an internal
 // one (an operand manifest that does not decode); invalid input is reported in Plan.Problems.
 func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
+	return desired(d, rc, s, nil)
+}
+
+// desired is Desired with a zone listing: when detect is not nil and the plan needs a listing
+// (no override, valid input, Managed), s.Detection is what detect returns for the resolved
+// credentials. The inputs are resolved once either way.
+func desired(d *manifests.Decoder, rc Config, s State, detect func(detectionInputs) Detection) (*Plan, error) {
 	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) {
 		return objects(d, rc, &config{ServiceMonitor: s.Inputs.ServiceMonitorCRD}, nil, false)
 	})
@@ -81,6 +88,9 @@ func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
 	if len(problems) > 0 {
 		p.Problems = problems
 		return p, nil
+	}
+	if di, ok := detectionFor(cfg); ok && detect != nil {
+		s.Detection = detect(di)
 	}
 	p.Topology = chooseTopology(cfg.Override, s.Detection, cfg.LastTopology)
 	steps, err := objects(d, rc, cfg, s.Inputs.Credentials, p.Topology.Enabled)
@@ -138,19 +148,10 @@ func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.S
 		plan.Steps(plan.Management, groupController, mgmt...)...), nil
 }
 
-// detectionFor returns what a zone listing for s depends on, and whether one is needed at all: not
-// when the user's cinder-csi-config decides topology, not while the input is invalid, and not
-// unless the driver is Managed.
-func detectionFor(rc Config, s State) (detectionInputs, bool) {
-	if s.Driver == nil {
-		return detectionInputs{}, false
-	}
-	switch s.Driver.Spec.ManagementState {
-	case operatorv1.Unmanaged, operatorv1.Removed:
-		return detectionInputs{}, false
-	}
-	cfg, problems := resolve(rc, s.Driver, &s.Inputs)
-	if len(problems) > 0 || cfg.Override != nil {
+// detectionFor returns what a zone listing depends on for a valid configuration, and whether one
+// is needed at all: not when the user's cinder-csi-config decides topology.
+func detectionFor(cfg *config) (detectionInputs, bool) {
+	if cfg.Override != nil {
 		return detectionInputs{}, false
 	}
 	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy}, true

@@ -294,7 +294,8 @@ func TestChooseTopology(t *testing.T) {
 	}
 }
 
-func TestDetectionFor(t *testing.T) {
+// TestDesiredDetection checks when the plan lists zones, with what, and that it uses the answer.
+func TestDesiredDetection(t *testing.T) {
 	t.Parallel()
 	withOverride := hyperShiftState(false, testCA)
 	withOverride.Inputs.UserConfig.Data[names.KeyEnableTopology] = "true"
@@ -313,22 +314,33 @@ func TestDetectionFor(t *testing.T) {
 		{name: "When the input is invalid, it should not list zones", state: invalid},
 		{name: "When Removed, it should not list zones", state: removed},
 		{name: "When Unmanaged, it should not list zones", state: unmanaged},
-		{name: "When there is no ClusterCSIDriver, it should not list zones", state: State{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, ok := detectionFor(hyperShiftConfig(), tt.state)
-			NewWithT(t).Expect(ok).To(BeFalse())
+			g := NewWithT(t)
+			_, err := desired(testutil.Decoder(t), hyperShiftConfig(), tt.state, func(detectionInputs) Detection {
+				t.Error("zones listed")
+				return Detection{}
+			})
+			g.Expect(err).NotTo(HaveOccurred())
 		})
 	}
 
-	t.Run("When Managed with valid input, it should list zones with the credentials, cloud and CA", func(t *testing.T) {
+	t.Run("When Managed with valid input, it should list zones once with the credentials, cloud and CA, and decide from the answer", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		in, ok := detectionFor(hyperShiftConfig(), hyperShiftState(false, testCA))
-		g.Expect(ok).To(BeTrue())
-		g.Expect(string(in.CloudsYAML)).To(Equal(testCloudsYAML))
-		g.Expect(in.CloudName).To(Equal(defaultCloudName))
-		g.Expect(string(in.CAPEM)).To(Equal(testCA))
+		var calls []detectionInputs
+		enabled := true
+		p, err := desired(testutil.Decoder(t), hyperShiftConfig(), hyperShiftState(false, testCA), func(in detectionInputs) Detection {
+			calls = append(calls, in)
+			return Detection{Enabled: &enabled}
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(calls).To(HaveLen(1))
+		g.Expect(string(calls[0].CloudsYAML)).To(Equal(testCloudsYAML))
+		g.Expect(calls[0].CloudName).To(Equal(defaultCloudName))
+		g.Expect(string(calls[0].CAPEM)).To(Equal(testCA))
+		g.Expect(p.Topology.Enabled).To(BeTrue())
+		g.Expect(p.Topology.Source).To(Equal(sourceDetected))
 	})
 }
