@@ -3,8 +3,6 @@ package controlplane
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,13 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -32,7 +28,6 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
@@ -78,51 +73,37 @@ type Reconciler struct {
 	monitors clusters.LateWatch
 }
 
-// driverRequest is the one request every event maps to: there is one ClusterCSIDriver.
-var driverRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: names.ClusterCSIDriverName}}
-
-func toDriver(context.Context, client.Object) []reconcile.Request {
-	return []reconcile.Request{driverRequest}
-}
-
 // SetupWithManager watches the inputs and owned objects on both clusters.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, mgmt, guest cluster.Cluster) error {
 	if r.now == nil {
 		r.now = time.Now
 	}
-	ns := r.Config.Namespace
-	inNamespace := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == ns })
-	named := func(nameList ...string) predicate.Predicate {
-		return predicate.NewPredicateFuncs(func(o client.Object) bool { return slices.Contains(nameList, o.GetName()) })
-	}
-	enqueue := handler.EnqueueRequestsFromMapFunc(toDriver)
-
-	watch := func(c cluster.Cluster, obj client.Object, preds ...predicate.Predicate) source.Source {
-		return source.Kind(c.GetCache(), obj, enqueue, preds...)
-	}
+	inNamespace := clusters.InNamespace(r.Config.Namespace)
+	mgmtCache, guestCache := mgmt.GetCache(), guest.GetCache()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("controlplane").
-		WatchesRawSource(watch(guest, &operatorv1.ClusterCSIDriver{},
-			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		WatchesRawSource(watch(guest, &corev1.ConfigMap{}, predicate.Or(
-			named(names.NodeCloudConf(r.Config.HyperShift), names.UserConfigMap),
+		WatchesRawSource(clusters.Watch(guestCache, &operatorv1.ClusterCSIDriver{}, clusters.DriverChanged)).
+		WatchesRawSource(clusters.Watch(guestCache, &corev1.ConfigMap{}, predicate.Or(
+			clusters.Named(names.NodeCloudConf(r.Config.HyperShift), names.UserConfigMap),
 			// Standalone: the cloud-provider config with the CA, named by Infrastructure.
 			predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return !r.Config.HyperShift && o.GetNamespace() == names.OpenShiftConfigNamespace
 			})))).
-		WatchesRawSource(watch(mgmt, &corev1.Secret{}, inNamespace, named(names.CredentialsSecret))).
-		WatchesRawSource(watch(mgmt, &corev1.ConfigMap{}, inNamespace,
-			named(names.HyperShiftCloudConfigMap, names.CloudConfConfigMap, names.TrustedCABundleConfigMap))).
-		WatchesRawSource(watch(mgmt, &appsv1.Deployment{}, inNamespace)).
-		WatchesRawSource(watch(mgmt, &corev1.ServiceAccount{}, inNamespace)).
-		WatchesRawSource(watch(mgmt, &corev1.Service{}, inNamespace)).
-		WatchesRawSource(watch(mgmt, &policyv1.PodDisruptionBudget{}, inNamespace))
+		WatchesRawSource(clusters.Watch(mgmtCache, &corev1.Secret{}, inNamespace, clusters.Named(names.CredentialsSecret))).
+		WatchesRawSource(clusters.Watch(mgmtCache, &corev1.ConfigMap{}, inNamespace,
+			clusters.Named(names.HyperShiftCloudConfigMap, names.CloudConfConfigMap, names.TrustedCABundleConfigMap))).
+		WatchesRawSource(clusters.Watch(mgmtCache, &appsv1.Deployment{}, inNamespace)).
+		WatchesRawSource(clusters.Watch(mgmtCache, &corev1.ServiceAccount{}, inNamespace)).
+		WatchesRawSource(clusters.Watch(mgmtCache, &corev1.Service{}, inNamespace)).
+		WatchesRawSource(clusters.Watch(mgmtCache, &policyv1.PodDisruptionBudget{}, inNamespace)).
+		// A zone listing that finished in the background.
+		WatchesRawSource(source.Channel(r.topology.events, clusters.EnqueueDriver))
 	if r.Config.HyperShift {
-		b = b.WatchesRawSource(watch(mgmt, &hyperv1.HostedControlPlane{}, inNamespace))
+		b = b.WatchesRawSource(clusters.Watch(mgmtCache, &hyperv1.HostedControlPlane{}, inNamespace))
 	} else {
-		b = b.WatchesRawSource(watch(guest, &configv1.Infrastructure{})).
-			WatchesRawSource(watch(guest, &configv1.Proxy{})).
-			WatchesRawSource(watch(guest, &apiextensionsv1.CustomResourceDefinition{}, named(names.ServiceMonitorCRD)))
+		b = b.WatchesRawSource(clusters.Watch(guestCache, &configv1.Infrastructure{})).
+			WatchesRawSource(clusters.Watch(guestCache, &configv1.Proxy{})).
+			WatchesRawSource(clusters.Watch(guestCache, &apiextensionsv1.CustomResourceDefinition{}, clusters.Named(names.ServiceMonitorCRD)))
 	}
 	var err error
 	r.controller, err = b.Build(r)
@@ -131,17 +112,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, mgmt, guest cluster.Clus
 
 // Reconcile makes the controller objects match the ClusterCSIDriver, the credentials and the
 // cloud, then writes this manager's conditions.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	w := conditions.Writer{Applier: apply.New(r.Guest, r.fieldOwner()).On(r.errCluster(apply.ClusterGuest)), Recorder: r.Recorder}
+	return conditions.Reconcile(ctx, r.Guest, req.Name, r.now(), w, r.reconcile)
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCSIDriver, st *conditions.Set) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	driver, st, err := conditions.Begin(ctx, r.Guest, req.Name, r.now())
-	if driver == nil {
-		return ctrl.Result{}, err
-	}
-	defer func() {
-		status := apply.New(r.Guest, r.fieldOwner()).On(r.errCluster(apply.ClusterGuest))
-		reterr = errors.Join(reterr, conditions.Write(ctx, r.Recorder, status, driver, st, nil))
-	}()
-	r.applyOperatorLogLevel(ctx, driver)
+	r.Config.LogLevel.Follow(log, driver.Spec.OperatorLogLevel)
 
 	in, err := r.readInputs(ctx)
 	if err != nil {
@@ -163,13 +141,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	switch p.ManagementState {
 	case operatorv1.Unmanaged:
 		setControllerConditions(st, in.Deployment, "", nil)
-		st.Unmanaged(names.ConditionControllerProgressing, names.ConditionControllerDegraded,
-			names.ConditionConfigDegraded, names.ConditionTopologyDegraded)
+		controllerWorkload.Unmanaged(st, names.ConditionConfigDegraded, names.ConditionTopologyDegraded)
 		return ctrl.Result{}, nil
 	case operatorv1.Removed:
 		err := appliers.Delete(ctx, log, p.Delete)
-		st.Removed(names.ConditionControllerAvailable, names.ConditionControllerProgressing, names.ConditionControllerDegraded,
-			err, "the CSI controller and its configuration", names.ConditionConfigDegraded, names.ConditionTopologyDegraded)
+		controllerWorkload.Removed(st, err, "the CSI controller and its configuration", names.ConditionConfigDegraded, names.ConditionTopologyDegraded)
 		return ctrl.Result{}, err
 	}
 
@@ -188,7 +164,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	var applyErr error
 	if p.ServiceMonitor {
-		applyErr = r.monitors.Start(r.watchServiceMonitors)
+		applyErr = r.monitors.Start(r.controller, r.mgmtCache, newServiceMonitor(), "ServiceMonitors")
 	}
 	if applyErr == nil {
 		applyErr = appliers.Apply(ctx, log, p.Apply)[groupController]
@@ -209,31 +185,6 @@ func (r *Reconciler) mgmtApplier() *apply.Applier {
 	a := apply.New(r.Mgmt, r.fieldOwner())
 	a.Reader = r.mgmtCache
 	return a
-}
-
-// watchServiceMonitors watches the ServiceMonitor, so a changed or deleted one is put back.
-func (r *Reconciler) watchServiceMonitors() error {
-	err := r.controller.Watch(source.Kind(r.mgmtCache, client.Object(newServiceMonitor()),
-		handler.EnqueueRequestsFromMapFunc(toDriver)))
-	if err != nil {
-		return fmt.Errorf("watching ServiceMonitors: %w", err)
-	}
-	return nil
-}
-
-// applyOperatorLogLevel sets the operator's own verbosity from spec.operatorLogLevel. An unknown
-// level leaves the verbosity as it is; the guest manager reports it.
-func (r *Reconciler) applyOperatorLogLevel(ctx context.Context, driver *operatorv1.ClusterCSIDriver) {
-	if r.Config.LogLevel == nil {
-		return
-	}
-	v, err := loglevel.Verbosity(driver.Spec.OperatorLogLevel)
-	if err != nil {
-		return
-	}
-	if r.Config.LogLevel.Set(v) {
-		ctrl.LoggerFrom(ctx).Info("Changed the operator's verbosity", "verbosity", v)
-	}
 }
 
 func (r *Reconciler) fieldOwner() string { return names.FieldOwnerControlPlane }

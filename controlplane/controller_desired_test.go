@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
@@ -25,8 +26,18 @@ import (
 // hcpNamespace is the HostedControlPlane namespace of the test inputs.
 const hcpNamespace = "clusters-example"
 
-// testCA stands in for an OpenStack CA bundle.
-const testCA = "-----BEGIN CERTIFICATE-----\nMIIBexample\n-----END CERTIFICATE-----\n"
+// testCA stands in for an OpenStack CA bundle: a real (self-signed, Ed25519) certificate, since
+// the operator refuses a CA it cannot parse.
+const testCA = "-----BEGIN CERTIFICATE-----\n" +
+	"MIIBVTCCAQegAwIBAgIUJXVTqn4fEgCu/5oh4sq6PxGIpagwBQYDK2VwMB8xHTAb\n" +
+	"BgNVBAMMFGV4YW1wbGUgT3BlblN0YWNrIENBMCAXDTI2MTEyNDA3MTcxMFoYDzIx\n" +
+	"MjYxMDMxMDcxNzEwWjAfMR0wGwYDVQQDDBRleGFtcGxlIE9wZW5TdGFjayBDQTAq\n" +
+	"MAUGAytlcAMhAC9jv/PwXrJxL9ofBFjBu4hZUH3fCP5jUGFvy1zC+oUPo1MwUTAd\n" +
+	"BgNVHQ4EFgQUgTqwvrJd6jPlx+VflW3Qyz129howHwYDVR0jBBgwFoAUgTqwvrJd\n" +
+	"6jPlx+VflW3Qyz129howDwYDVR0TAQH/BAUwAwEB/zAFBgMrZXADQQBb1bOLMXNP\n" +
+	"t5ASOYbVUTiIXGvML8Q6JPeS7eJxQ2xxLL9pTjT0LH5mdPD3l7WxtqDCKaNP9V8v\n" +
+	"Hzyn2i4E81AA\n" +
+	"-----END CERTIFICATE-----\n"
 
 // testImages returns a full set of controller images, each naming its role.
 func testImages() images.Controller {
@@ -64,10 +75,8 @@ func hyperShiftInputs() controllerInputs {
 }
 
 // controllerDeployment renders the controller Deployment or fails the test.
-func controllerDeployment(g Gomega, t testing.TB, in controllerInputs) *appsv1.Deployment {
-	dep, err := desiredController(testutil.Decoder(t), in)
-	g.Expect(err).NotTo(HaveOccurred())
-	return dep
+func controllerDeployment(t testing.TB, in controllerInputs) *appsv1.Deployment {
+	return testutil.Build(t, func(d *manifests.Decoder) (*appsv1.Deployment, error) { return desiredController(d, in) })
 }
 
 // podContainer returns the named container.
@@ -352,7 +361,7 @@ func TestDesiredController(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(&in)
 			}
-			tt.check(g, controllerDeployment(g, t, in))
+			tt.check(g, controllerDeployment(t, in))
 		})
 	}
 
@@ -371,10 +380,10 @@ func TestDesiredController(t *testing.T) {
 		g := NewWithT(t)
 		in := hyperShiftInputs()
 		in.PodLabels = map[string]string{"a": "1", "b": "2", "c": "3", "d": "4", "e": "5"}
-		first, err := golden.Marshal(controllerDeployment(g, t, in))
+		first, err := golden.Marshal(controllerDeployment(t, in))
 		g.Expect(err).NotTo(HaveOccurred())
 		for range 5 {
-			again, err := golden.Marshal(controllerDeployment(g, t, in))
+			again, err := golden.Marshal(controllerDeployment(t, in))
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(string(again)).To(Equal(string(first)))
 		}
@@ -473,8 +482,9 @@ func TestDesiredControllerObjects(t *testing.T) {
 	t.Run("When on HyperShift, it should return the ServiceAccount, Service, PDB and Deployment in apply order, labelled, in the HCP namespace", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		objs, err := desiredControllerObjects(testutil.Decoder(t), hyperShiftInputs())
-		g.Expect(err).NotTo(HaveOccurred())
+		objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) {
+			return desiredControllerObjects(d, hyperShiftInputs())
+		})
 		var kinds []string
 		for _, o := range objs {
 			kinds = append(kinds, fmt.Sprintf("%T", o))
@@ -487,8 +497,9 @@ func TestDesiredControllerObjects(t *testing.T) {
 	t.Run("When on HyperShift, it should reference the pull secret from the ServiceAccount", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		objs, err := desiredControllerObjects(testutil.Decoder(t), hyperShiftInputs())
-		g.Expect(err).NotTo(HaveOccurred())
+		objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) {
+			return desiredControllerObjects(d, hyperShiftInputs())
+		})
 		sa, ok := objs[0].(*corev1.ServiceAccount)
 		g.Expect(ok).To(BeTrue())
 		g.Expect(sa.Name).To(Equal(names.ControllerServiceAccount))
@@ -500,8 +511,9 @@ func TestDesiredControllerObjects(t *testing.T) {
 	t.Run("When rendered, it should expose every kube-rbac-proxy port through the metrics Service", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		objs, err := desiredControllerObjects(testutil.Decoder(t), hyperShiftInputs())
-		g.Expect(err).NotTo(HaveOccurred())
+		objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) {
+			return desiredControllerObjects(d, hyperShiftInputs())
+		})
 		svc := objs[1].(*corev1.Service)
 		dep := objs[3].(*appsv1.Deployment)
 		containerPorts := map[string]int32{}

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"fmt"
 
+	operatorv1 "github.com/openshift/api/operator/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
@@ -10,42 +11,51 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
+// controllerWorkload is the CSI controller Deployment's conditions.
+var controllerWorkload = conditions.Workload{
+	Available:   names.ConditionControllerAvailable,
+	Progressing: names.ConditionControllerProgressing,
+	Degraded:    names.ConditionControllerDegraded,
+	Creating:    "The CSI controller Deployment is being created.",
+	Applying:    "Applying the CSI controller objects",
+}
+
 // setControllerConditions sets the controller's Available and Progressing conditions from the
-// live Deployment's rollout state, and its Degraded condition from a stuck rollout or applyErr.
+// live Deployment's rollout state, and its Degraded condition from applyErr or a stuck rollout.
 // waitingFor explains a missing Deployment (the configuration it is waiting for).
 func setControllerConditions(s *conditions.Set, dep *appsv1.Deployment, waitingFor string, applyErr error) {
-	if dep == nil {
-		s.Absent(names.ConditionControllerAvailable, names.ConditionControllerProgressing, waitingFor, "The CSI controller Deployment is being created.")
-	} else {
-		want := int32(1)
-		if dep.Spec.Replicas != nil {
-			want = *dep.Spec.Replicas
-		}
-		st := dep.Status
-		if st.AvailableReplicas > 0 {
-			s.True(names.ConditionControllerAvailable, names.ReasonAsExpected,
-				fmt.Sprintf("%d of %d CSI controller replicas are available.", min(st.AvailableReplicas, want), want))
-		} else {
-			s.False(names.ConditionControllerAvailable, names.ReasonNotAvailable,
-				"No CSI controller replica is available yet; check the openstack-cinder-csi-driver-controller pods.")
-		}
-		if rollingOut(dep, want) {
-			s.True(names.ConditionControllerProgressing, names.ReasonRollingOut,
-				fmt.Sprintf("The CSI controller is rolling out: %d of %d replicas updated and available.", min(st.UpdatedReplicas, st.AvailableReplicas), want))
-		} else {
-			s.False(names.ConditionControllerProgressing, names.ReasonAsExpected, "The CSI controller is rolled out.")
-		}
-	}
+	controllerWorkload.Set(s, controllerRollout(dep), waitingFor, applyErr)
+}
 
-	switch {
-	case applyErr != nil:
-		s.Fold(names.ConditionControllerDegraded, applyErr, "Applying the CSI controller objects")
-	case dep != nil && rolloutStuck(dep):
-		s.True(names.ConditionControllerDegraded, names.ReasonRolloutStuck,
-			"The CSI controller rollout exceeded its progress deadline; check the openstack-cinder-csi-driver-controller pods and events.")
-	default:
-		s.False(names.ConditionControllerDegraded, names.ReasonAsExpected, "")
+// controllerRollout reads the Deployment's replica counts and the Deployment controller's
+// verdict; nil when there is no Deployment.
+func controllerRollout(dep *appsv1.Deployment) *conditions.Rollout {
+	if dep == nil {
+		return nil
 	}
+	want := int32(1)
+	if dep.Spec.Replicas != nil {
+		want = *dep.Spec.Replicas
+	}
+	st := dep.Status
+	var r conditions.Rollout
+	if st.AvailableReplicas > 0 {
+		r.Available = conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonAsExpected,
+			Message: fmt.Sprintf("%d of %d CSI controller replicas are available.", min(st.AvailableReplicas, want), want)}
+	} else {
+		r.Available = conditions.Verdict{Status: operatorv1.ConditionFalse, Reason: names.ReasonNotAvailable,
+			Message: "No CSI controller replica is available yet; check the openstack-cinder-csi-driver-controller pods."}
+	}
+	if rollingOut(dep, want) {
+		r.Progressing = conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonRollingOut,
+			Message: fmt.Sprintf("The CSI controller is rolling out: %d of %d replicas updated and available.", min(st.UpdatedReplicas, st.AvailableReplicas), want)}
+	} else {
+		r.Progressing = conditions.Verdict{Status: operatorv1.ConditionFalse, Reason: names.ReasonAsExpected, Message: "The CSI controller is rolled out."}
+	}
+	if rolloutStuck(dep) {
+		r.Stuck = "The CSI controller rollout exceeded its progress deadline; check the openstack-cinder-csi-driver-controller pods and events."
+	}
+	return &r
 }
 
 // rollingOut reports whether the Deployment has not yet fully rolled out its current template.
@@ -97,6 +107,8 @@ func describeSource(d topologyDecision) string {
 		return "some compute availability zone has no volume availability zone of the same name"
 	case sourceLastKnown:
 		return "the last known decision"
+	case sourcePending:
+		return "the availability zones are still being listed; the decision follows"
 	default:
 		return "no decision could be made yet"
 	}

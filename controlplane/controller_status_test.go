@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -33,177 +32,147 @@ func statusDeployment(replicas *int32, generation int64, st appsv1.DeploymentSta
 
 func TestSetControllerConditions(t *testing.T) {
 	t.Parallel()
-	const (
-		avail = names.ConditionControllerAvailable
-		prog  = names.ConditionControllerProgressing
-		degr  = names.ConditionControllerDegraded
-	)
+	type cond = testutil.CondState
 	rolledOut := appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
-	notDegraded := testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected, ""}
+	notDegraded := cond{operatorv1.ConditionFalse, names.ReasonAsExpected, ""}
 	// applyErr is a refusal by the API server, as the applier returns it.
 	applyErr := &apply.ObjectError{Op: apply.OpApply, Cluster: apply.ClusterManagement, GVK: appsv1.SchemeGroupVersion.WithKind("Deployment"),
 		Resource: "deployments", Namespace: "clusters-example", Name: "x", Err: apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "x", errors.New("no"))}
-	applyFailed := func() testutil.CondState {
+	applyFailed := func() cond {
 		reason, msg := conditions.Classify(applyErr, "Applying the CSI controller objects")
-		return testutil.CondState{operatorv1.ConditionTrue, reason, msg}
+		return cond{operatorv1.ConditionTrue, reason, msg}
 	}()
 
-	tests := []struct {
-		name       string
-		dep        *appsv1.Deployment
-		waitingFor string
-		applyErr   error
-		want       map[string]testutil.CondState
-	}{
+	tests := []testutil.StatusCase[*appsv1.Deployment]{
 		{
-			name:       "When there is no Deployment and the configuration is missing, it should say what it waits for",
-			waitingFor: "The CSI controller waits for valid configuration: Secret x has no clouds.yaml key.",
-			want: map[string]testutil.CondState{
-				avail: {operatorv1.ConditionFalse, names.ReasonWaitingForConfig, "The CSI controller waits for valid configuration: Secret x has no clouds.yaml key."},
-				prog:  {operatorv1.ConditionFalse, names.ReasonWaitingForConfig, "The CSI controller waits for valid configuration: Secret x has no clouds.yaml key."},
-				degr:  notDegraded,
-			},
+			Name:       "When there is no Deployment and the configuration is missing, it should say what it waits for",
+			WaitingFor: "The CSI controller waits for valid configuration: Secret x has no clouds.yaml key.",
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionFalse, names.ReasonWaitingForConfig, "The CSI controller waits for valid configuration: Secret x has no clouds.yaml key."},
+				cond{operatorv1.ConditionFalse, names.ReasonWaitingForConfig, "The CSI controller waits for valid configuration: Secret x has no clouds.yaml key."},
+				notDegraded,
+			),
 		},
 		{
-			name: "When there is no Deployment yet, it should report it being created",
-			want: map[string]testutil.CondState{
-				avail: {operatorv1.ConditionFalse, names.ReasonDeploying, "The CSI controller Deployment is being created."},
-				prog:  {operatorv1.ConditionTrue, names.ReasonDeploying, "The CSI controller Deployment is being created."},
-				degr:  notDegraded,
-			},
+			Name: "When there is no Deployment yet, it should report it being created",
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionFalse, names.ReasonDeploying, "The CSI controller Deployment is being created."},
+				cond{operatorv1.ConditionTrue, names.ReasonDeploying, "The CSI controller Deployment is being created."},
+				notDegraded,
+			),
 		},
 		{
-			name: "When one of two replicas is updated and available, it should be available and rolling out",
-			dep: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
+			Name: "When one of two replicas is updated and available, it should be available and rolling out",
+			Live: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
 				ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 1,
 			}),
-			want: map[string]testutil.CondState{
-				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "1 of 2 CSI controller replicas are available."},
-				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 1 of 2 replicas updated and available."},
-				degr:  notDegraded,
-			},
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionTrue, names.ReasonAsExpected, "1 of 2 CSI controller replicas are available."},
+				cond{operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 1 of 2 replicas updated and available."},
+				notDegraded,
+			),
 		},
 		{
-			name: "When the Deployment controller has not observed the new generation, it should be rolling out",
-			dep:  statusDeployment(ptr.To[int32](2), 3, rolledOut),
-			want: map[string]testutil.CondState{
-				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
-				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 2 of 2 replicas updated and available."},
-				degr:  notDegraded,
-			},
+			Name: "When the Deployment controller has not observed the new generation, it should be rolling out",
+			Live: statusDeployment(ptr.To[int32](2), 3, rolledOut),
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
+				cond{operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 2 of 2 replicas updated and available."},
+				notDegraded,
+			),
 		},
 		{
-			name: "When old pods still run next to the updated ones, it should be rolling out",
-			dep: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
+			Name: "When old pods still run next to the updated ones, it should be rolling out",
+			Live: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
 				ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 2, AvailableReplicas: 3,
 			}),
-			want: map[string]testutil.CondState{
-				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
-				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 2 of 2 replicas updated and available."},
-				degr:  notDegraded,
-			},
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
+				cond{operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 2 of 2 replicas updated and available."},
+				notDegraded,
+			),
 		},
 		{
-			name: "When every replica is updated and available, it should be available and rolled out",
-			dep:  statusDeployment(ptr.To[int32](2), 2, rolledOut),
-			want: map[string]testutil.CondState{
-				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
-				prog:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
-				degr:  notDegraded,
-			},
+			Name: "When every replica is updated and available, it should be available and rolled out",
+			Live: statusDeployment(ptr.To[int32](2), 2, rolledOut),
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
+				cond{operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
+				notDegraded,
+			),
 		},
 		{
-			name: "When the Deployment has no replica count, it should expect one replica",
-			dep: statusDeployment(nil, 1, appsv1.DeploymentStatus{
+			Name: "When the Deployment has no replica count, it should expect one replica",
+			Live: statusDeployment(nil, 1, appsv1.DeploymentStatus{
 				ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1,
 			}),
-			want: map[string]testutil.CondState{
-				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "1 of 1 CSI controller replicas are available."},
-				prog:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
-				degr:  notDegraded,
-			},
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionTrue, names.ReasonAsExpected, "1 of 1 CSI controller replicas are available."},
+				cond{operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
+				notDegraded,
+			),
 		},
 		{
-			name: "When no replica is available, it should not be available and point at the pods",
-			dep:  statusDeployment(ptr.To[int32](1), 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1}),
-			want: map[string]testutil.CondState{
-				avail: {operatorv1.ConditionFalse, names.ReasonNotAvailable, "No CSI controller replica is available yet; check the openstack-cinder-csi-driver-controller pods."},
-				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 0 of 1 replicas updated and available."},
-				degr:  notDegraded,
-			},
+			Name: "When no replica is available, it should not be available and point at the pods",
+			Live: statusDeployment(ptr.To[int32](1), 1, appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1}),
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionFalse, names.ReasonNotAvailable, "No CSI controller replica is available yet; check the openstack-cinder-csi-driver-controller pods."},
+				cond{operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 0 of 1 replicas updated and available."},
+				notDegraded,
+			),
 		},
 		{
-			name: "When the rollout exceeded its progress deadline, it should be degraded as stuck",
-			dep: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
+			Name: "When the rollout exceeded its progress deadline, it should be degraded as stuck",
+			Live: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
 				ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1, AvailableReplicas: 2,
 				Conditions: []appsv1.DeploymentCondition{{
 					Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded",
 					Message: `ReplicaSet "openstack-cinder-csi-driver-controller-7d9f8b6c5d" has timed out progressing.`,
 				}},
 			}),
-			want: map[string]testutil.CondState{
-				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
-				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 1 of 2 replicas updated and available."},
-				degr: {operatorv1.ConditionTrue, names.ReasonRolloutStuck,
-					"The CSI controller rollout exceeded its progress deadline; check the openstack-cinder-csi-driver-controller pods and events."},
-			},
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
+				cond{operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 1 of 2 replicas updated and available."},
+				cond{operatorv1.ConditionTrue, names.ReasonRolloutStuck, "The CSI controller rollout exceeded its progress deadline; check the openstack-cinder-csi-driver-controller pods and events."},
+			),
 		},
 		{
-			name: "When the Progressing condition is False for another reason, it should not be degraded",
-			dep: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
+			Name: "When the Progressing condition is False for another reason, it should not be degraded",
+			Live: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
 				ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2,
 				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "SomethingElse"}},
 			}),
-			want: map[string]testutil.CondState{
-				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
-				prog:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
-				degr:  notDegraded,
-			},
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
+				cond{operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
+				notDegraded,
+			),
 		},
 		{
-			name:     "When applying failed, it should be degraded with a stable message that does not quote the error",
-			dep:      statusDeployment(ptr.To[int32](2), 2, rolledOut),
-			applyErr: applyErr,
-			want: map[string]testutil.CondState{
-				avail: {operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
-				prog:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
-				degr:  applyFailed,
-			},
+			Name:     "When applying failed, it should be degraded with a stable message that does not quote the error",
+			Live:     statusDeployment(ptr.To[int32](2), 2, rolledOut),
+			ApplyErr: applyErr,
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
+				cond{operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
+				applyFailed,
+			),
 		},
 		{
-			name: "When applying failed and the rollout is stuck, it should report the apply failure",
-			dep: statusDeployment(ptr.To[int32](1), 1, appsv1.DeploymentStatus{
+			Name: "When applying failed and the rollout is stuck, it should report the apply failure",
+			Live: statusDeployment(ptr.To[int32](1), 1, appsv1.DeploymentStatus{
 				ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1,
 				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}},
 			}),
-			applyErr: applyErr,
-			want: map[string]testutil.CondState{
-				avail: {operatorv1.ConditionFalse, names.ReasonNotAvailable, "No CSI controller replica is available yet; check the openstack-cinder-csi-driver-controller pods."},
-				prog:  {operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 0 of 1 replicas updated and available."},
-				degr:  applyFailed,
-			},
+			ApplyErr: applyErr,
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionFalse, names.ReasonNotAvailable, "No CSI controller replica is available yet; check the openstack-cinder-csi-driver-controller pods."},
+				cond{operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 0 of 1 replicas updated and available."},
+				applyFailed,
+			),
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			g := NewWithT(t)
-			s := testutil.NewSet(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-			setControllerConditions(s, tt.dep, tt.waitingFor, tt.applyErr)
-			g.Expect(testutil.Conditions(s)).To(Equal(tt.want))
-		})
-	}
-
-	t.Run("When the same state is seen at another time with another error text, it should produce the same messages", func(t *testing.T) {
-		t.Parallel()
-		g := NewWithT(t)
-		dep := statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 1})
-		first := testutil.NewSet(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		second := testutil.NewSet(time.Date(2026, 7, 8, 9, 10, 11, 0, time.UTC))
-		setControllerConditions(first, dep, "", fmt.Errorf("conflict at %s", time.Now()))
-		setControllerConditions(second, dep.DeepCopy(), "", fmt.Errorf("conflict at %s", time.Now().Add(time.Hour)))
-		g.Expect(testutil.Conditions(second)).To(Equal(testutil.Conditions(first)))
-	})
+	testutil.RunStatusCases(t, setControllerConditions, tests)
 }
 
 func TestSetTopologyCondition(t *testing.T) {

@@ -44,6 +44,8 @@ type Detection struct {
 	ComputeZones, VolumeZones []string
 	// RecheckIn is when the zones are due to be listed again; zero when no listing is needed.
 	RecheckIn time.Duration
+	// Pending is whether no listing has finished yet: the first one is still running.
+	Pending bool
 }
 
 // Offline is the Detection of an offline render, where no zone can be listed: the given decision,
@@ -154,7 +156,8 @@ func detectionFor(cfg *config) (detectionInputs, bool) {
 	if cfg.Override != nil {
 		return detectionInputs{}, false
 	}
-	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy}, true
+	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy,
+		Decided: cfg.LastTopology != nil}, true
 }
 
 // chooseTopology returns the topology decision: the user's override when set; else the detected
@@ -173,6 +176,8 @@ func chooseTopology(override *bool, det Detection, lastKnown *bool) topologyDeci
 		d.Enabled, d.Source = *lastKnown, sourceLastKnown
 	case det.Enabled != nil:
 		d.Enabled, d.Source = *det.Enabled, sourceLastKnown
+	case det.Pending:
+		d.Enabled, d.Source = false, sourcePending
 	default:
 		d.Enabled, d.Source = false, sourceDefault
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
@@ -105,10 +106,8 @@ func standaloneConfig() Config {
 	return Config{Namespace: names.GuestNamespace, Images: testImages()}
 }
 
-func desiredPlan(g Gomega, t testing.TB, rc Config, s State) *Plan {
-	p, err := Desired(testutil.Decoder(t), rc, s)
-	g.Expect(err).NotTo(HaveOccurred())
-	return p
+func desiredPlan(t testing.TB, rc Config, s State) *Plan {
+	return testutil.Build(t, func(d *manifests.Decoder) (*Plan, error) { return Desired(d, rc, s) })
 }
 
 // TestDesired snapshots the whole plan of each mode: the fixtures are the review surface of
@@ -134,7 +133,7 @@ func TestDesired(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
 			tt.state.Detection = Offline(tt.topology)
-			p := desiredPlan(g, t, tt.rc, tt.state)
+			p := desiredPlan(t, tt.rc, tt.state)
 			g.Expect(p.Problems).To(BeEmpty())
 			g.Expect(p.Delete).To(BeEmpty())
 			golden.CompareWithFixture(t, testutil.Objects(p.Apply)...)
@@ -144,7 +143,7 @@ func TestDesired(t *testing.T) {
 	t.Run("When on HyperShift, it should write the node copy to the guest first, then the controller's objects next to it in apply order", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		p := desiredPlan(g, t, hyperShiftConfig(), hyperShiftState(false, testCA))
+		p := desiredPlan(t, hyperShiftConfig(), hyperShiftState(false, testCA))
 		g.Expect(testutil.StepNames(p.Apply)).To(Equal([]string{
 			"guest/ConfigMap/openshift-cluster-csi-drivers/cloud-conf",
 			"management/ConfigMap/clusters-example/cloud-conf",
@@ -162,7 +161,7 @@ func TestDesired(t *testing.T) {
 	t.Run("When standalone, it should give the node copy a name of its own and apply the ServiceMonitor last", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		p := desiredPlan(g, t, standaloneConfig(), standaloneState(false, true))
+		p := desiredPlan(t, standaloneConfig(), standaloneState(false, true))
 		g.Expect(testutil.StepNames(p.Apply)).To(Equal([]string{
 			"guest/ConfigMap/openshift-cluster-csi-drivers/cloud-conf-node",
 			"management/ConfigMap/openshift-cluster-csi-drivers/cloud-conf",
@@ -181,7 +180,7 @@ func TestDesired(t *testing.T) {
 		g := NewWithT(t)
 		s := standaloneState(false, false)
 		s.Inputs.ServiceMonitorCRD = false
-		p := desiredPlan(g, t, standaloneConfig(), s)
+		p := desiredPlan(t, standaloneConfig(), s)
 		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("ServiceMonitor")))
 		g.Expect(p.ServiceMonitor).To(BeFalse())
 	})
@@ -191,7 +190,7 @@ func TestDesired(t *testing.T) {
 		g := NewWithT(t)
 		s := hyperShiftState(false, "")
 		s.Inputs.ServiceMonitorCRD = true
-		p := desiredPlan(g, t, hyperShiftConfig(), s)
+		p := desiredPlan(t, hyperShiftConfig(), s)
 		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("ServiceMonitor")))
 		g.Expect(p.ServiceMonitor).To(BeFalse())
 	})
@@ -201,7 +200,7 @@ func TestDesired(t *testing.T) {
 		g := NewWithT(t)
 		s := hyperShiftState(false, "")
 		s.Driver.Spec.ManagementState = operatorv1.Unmanaged
-		p := desiredPlan(g, t, hyperShiftConfig(), s)
+		p := desiredPlan(t, hyperShiftConfig(), s)
 		g.Expect(p.Apply).To(BeEmpty())
 		g.Expect(p.Delete).To(BeEmpty())
 	})
@@ -212,7 +211,7 @@ func TestDesired(t *testing.T) {
 		s := hyperShiftState(false, "")
 		s.Inputs.Credentials = nil
 		s.Driver.Spec.LogLevel = "Loud"
-		p := desiredPlan(g, t, hyperShiftConfig(), s)
+		p := desiredPlan(t, hyperShiftConfig(), s)
 		g.Expect(p.Apply).To(BeEmpty())
 		g.Expect(p.Delete).To(BeEmpty())
 		g.Expect(p.Problems).To(HaveLen(2))
@@ -242,11 +241,11 @@ func TestDesiredRemoved(t *testing.T) {
 		t.Run("When Removed "+tt.name+", it should delete every object Managed applies, and apply nothing", func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			managed := desiredPlan(g, t, tt.rc, tt.state)
+			managed := desiredPlan(t, tt.rc, tt.state)
 			removed := tt.state
 			removed.Driver = managedDriver()
 			removed.Driver.Spec.ManagementState = operatorv1.Removed
-			p := desiredPlan(g, t, tt.rc, removed)
+			p := desiredPlan(t, tt.rc, removed)
 			g.Expect(p.Apply).To(BeEmpty())
 			g.Expect(testutil.StepNames(p.Delete)).To(ConsistOf(identities(managed.Apply)))
 			for _, s := range p.Delete {
@@ -256,10 +255,10 @@ func TestDesiredRemoved(t *testing.T) {
 		t.Run("When Removed "+tt.name+" with the inputs gone, it should still delete every object", func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			managed := desiredPlan(g, t, tt.rc, tt.state)
+			managed := desiredPlan(t, tt.rc, tt.state)
 			removed := State{Driver: managedDriver(), Inputs: Inputs{ServiceMonitorCRD: tt.state.Inputs.ServiceMonitorCRD}}
 			removed.Driver.Spec.ManagementState = operatorv1.Removed
-			p := desiredPlan(g, t, tt.rc, removed)
+			p := desiredPlan(t, tt.rc, removed)
 			g.Expect(testutil.StepNames(p.Delete)).To(ConsistOf(identities(managed.Apply)))
 		})
 	}

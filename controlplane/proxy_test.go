@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 )
@@ -22,8 +23,9 @@ func renderedController(g Gomega, t *testing.T, rc Config, in Inputs) *appsv1.De
 	in.Credentials = &corev1.Secret{Data: map[string][]byte{
 		names.KeyCloudsYAML: []byte("clouds:\n  openstack:\n    auth:\n      auth_url: https://keystone.example:5000/v3\n"),
 	}}
-	p, err := Desired(testutil.Decoder(t), rc, State{Driver: &operatorv1.ClusterCSIDriver{}, Inputs: in})
-	g.Expect(err).NotTo(HaveOccurred())
+	p := testutil.Build(t, func(d *manifests.Decoder) (*Plan, error) {
+		return Desired(d, rc, State{Driver: &operatorv1.ClusterCSIDriver{}, Inputs: in})
+	})
 	g.Expect(p.Problems).To(BeEmpty())
 	for _, st := range p.Apply {
 		if dep, ok := st.Object.(*appsv1.Deployment); ok {

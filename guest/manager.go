@@ -13,17 +13,16 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 // Config configures the guest manager.
@@ -43,17 +42,17 @@ func CacheOptions(cfg Config) cache.Options {
 	return cache.Options{
 		DefaultNamespaces: map[string]cache.Config{names.GuestNamespace: {}},
 		ByObject: map[client.Object]cache.ByObject{
-			&operatorv1.ClusterCSIDriver{}: {Field: fields.OneTermEqualSelector("metadata.name", names.ClusterCSIDriverName)},
-			&corev1.ConfigMap{}:            {Field: fields.OneTermEqualSelector("metadata.name", names.NodeCloudConf(cfg.HyperShift))},
-			&appsv1.DaemonSet{}:            {Label: plan.ManagedSelector},
-			&corev1.ServiceAccount{}:       {Label: plan.ManagedSelector},
-			&rbacv1.ClusterRole{}:          {Label: plan.ManagedSelector},
-			&rbacv1.ClusterRoleBinding{}:   {Label: plan.ManagedSelector},
-			&rbacv1.Role{}:                 {Label: plan.ManagedSelector},
-			&rbacv1.RoleBinding{}:          {Label: plan.ManagedSelector},
-			&storagev1.CSIDriver{}:         {Label: plan.ManagedSelector},
+			&operatorv1.ClusterCSIDriver{}: {Field: clusters.ByName(names.ClusterCSIDriverName)},
+			&corev1.ConfigMap{}:            {Field: clusters.ByName(names.NodeCloudConf(cfg.HyperShift))},
+			&appsv1.DaemonSet{}:            clusters.Owned,
+			&corev1.ServiceAccount{}:       clusters.Owned,
+			&rbacv1.ClusterRole{}:          clusters.Owned,
+			&rbacv1.ClusterRoleBinding{}:   clusters.Owned,
+			&rbacv1.Role{}:                 clusters.Owned,
+			&rbacv1.RoleBinding{}:          clusters.Owned,
+			&storagev1.CSIDriver{}:         clusters.Owned,
 			&apiextensionsv1.CustomResourceDefinition{}: {
-				Field: fields.OneTermEqualSelector("metadata.name", names.VolumeSnapshotClassCRD),
+				Field: clusters.ByName(names.VolumeSnapshotClassCRD),
 			},
 		},
 	}

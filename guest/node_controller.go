@@ -3,7 +3,6 @@ package guest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -14,14 +13,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -29,7 +26,6 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
@@ -42,36 +38,26 @@ type Reconciler struct {
 	Decoder  *manifests.Decoder
 	Recorder recorder.EventRecorder
 
-	cluster    cluster.Cluster
+	cache      cache.Cache
 	controller controller.Controller
 	// snapshotClasses is the VolumeSnapshotClass watch, started once its CRD is served.
 	snapshotClasses clusters.LateWatch
 	now             func() time.Time
 }
 
-var driverRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: names.ClusterCSIDriverName}}
-
-// enqueueDriver maps every event to the one ClusterCSIDriver.
-var enqueueDriver = handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-	return []reconcile.Request{driverRequest}
-})
-
 // SetupWithManager watches the ClusterCSIDriver, the node cloud-conf and every owned object.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, guest cluster.Cluster) error {
 	if r.now == nil {
 		r.now = time.Now
 	}
-	r.cluster = guest
+	r.cache = guest.GetCache()
 	watch := func(obj client.Object, preds ...predicate.Predicate) source.Source {
-		return source.Kind(guest.GetCache(), obj, enqueueDriver, preds...)
+		return clusters.Watch(r.cache, obj, preds...)
 	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("guest").
-		WatchesRawSource(watch(&operatorv1.ClusterCSIDriver{},
-			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		WatchesRawSource(watch(&corev1.ConfigMap{}, predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == names.GuestNamespace && o.GetName() == names.NodeCloudConf(r.Config.HyperShift)
-		}))).
+		WatchesRawSource(watch(&operatorv1.ClusterCSIDriver{}, clusters.DriverChanged)).
+		WatchesRawSource(watch(&corev1.ConfigMap{}, clusters.InNamespace(names.GuestNamespace), clusters.Named(names.NodeCloudConf(r.Config.HyperShift)))).
 		WatchesRawSource(watch(&appsv1.DaemonSet{})).
 		WatchesRawSource(watch(&corev1.ServiceAccount{})).
 		WatchesRawSource(watch(&rbacv1.ClusterRole{})).
@@ -91,19 +77,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, guest cluster.Cluster) e
 
 // Reconcile makes the guest objects match the ClusterCSIDriver and the node cloud-conf, then
 // writes this manager's conditions and the observed generation.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	w := conditions.Writer{Applier: r.applier(), Recorder: r.Recorder, ObserveGeneration: true}
+	return conditions.Reconcile(ctx, r.Guest, req.Name, r.now(), w, r.reconcile)
+}
+
+// reconcile applies the guest plan for the driver and sets the guest's conditions in st.
+func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCSIDriver, st *conditions.Set) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	driver, st, err := conditions.Begin(ctx, r.Guest, req.Name, r.now())
-	if driver == nil {
-		return ctrl.Result{}, err
-	}
-	defer func() {
-		status := apply.New(r.Guest, names.FieldOwnerGuest).On(r.errCluster())
-		reterr = errors.Join(reterr, conditions.Write(ctx, r.Recorder, status, driver, st, &driver.Generation))
-	}()
-	if v, err := loglevel.Verbosity(driver.Spec.OperatorLogLevel); err == nil && r.Config.LogLevel != nil && r.Config.LogLevel.Set(v) {
-		log.Info("Changed the operator's verbosity", "verbosity", v)
-	}
+	r.Config.LogLevel.Follow(log, driver.Spec.OperatorLogLevel)
 
 	s, err := r.readState(ctx, driver)
 	if err != nil {
@@ -115,18 +97,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	appliers := plan.Appliers{plan.Guest: apply.New(r.Guest, names.FieldOwnerGuest).Adopting(names.LegacyFieldOwners...).On(r.errCluster())}
+	appliers := plan.Appliers{plan.Guest: r.applier().Adopting(names.LegacyFieldOwners...)}
 
 	switch p.ManagementState {
 	case operatorv1.Unmanaged:
 		setNodeConditions(st, s.DaemonSet, "", nil)
-		st.Unmanaged(names.ConditionNodeProgressing, names.ConditionNodeDegraded,
-			names.ConditionStaticResourcesDegraded, names.ConditionStorageClassDegraded)
+		nodeWorkload.Unmanaged(st, names.ConditionStaticResourcesDegraded, names.ConditionStorageClassDegraded)
 		return ctrl.Result{}, nil
 	case operatorv1.Removed:
 		err := appliers.Delete(ctx, log, p.Delete)
-		st.Removed(names.ConditionNodeAvailable, names.ConditionNodeProgressing, names.ConditionNodeDegraded,
-			err, "the CSI node plugin, CSIDriver, StorageClass and VolumeSnapshotClass",
+		nodeWorkload.Removed(st, err, "the CSI node plugin, CSIDriver, StorageClass and VolumeSnapshotClass",
 			names.ConditionStaticResourcesDegraded, names.ConditionStorageClassDegraded)
 		return ctrl.Result{}, err
 	}
@@ -139,7 +119,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	failed := appliers.Apply(ctx, log, p.Apply)
 	if p.SnapshotClass && failed[groupClasses] == nil {
-		if err := r.snapshotClasses.Start(r.watchSnapshotClasses); err != nil {
+		if err := r.snapshotClasses.Start(r.controller, r.cache, &snapshotv1.VolumeSnapshotClass{}, "VolumeSnapshotClasses"); err != nil {
 			failed[groupClasses] = err
 		}
 	}
@@ -186,16 +166,12 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 	return s, nil
 }
 
+// applier writes to the guest as the guest manager, naming the guest in errors on HyperShift.
+func (r *Reconciler) applier() *apply.Applier {
+	return apply.New(r.Guest, names.FieldOwnerGuest).On(r.errCluster())
+}
+
 // cluster names the guest in errors on HyperShift; a standalone install has one cluster.
 func (r *Reconciler) errCluster() apply.Cluster {
 	return apply.ClusterFor(r.Config.HyperShift, apply.ClusterGuest)
-}
-
-// watchSnapshotClasses watches VolumeSnapshotClasses, so a deleted one is recreated.
-func (r *Reconciler) watchSnapshotClasses() error {
-	err := r.controller.Watch(source.Kind(r.cluster.GetCache(), client.Object(&snapshotv1.VolumeSnapshotClass{}), enqueueDriver))
-	if err != nil {
-		return fmt.Errorf("watching VolumeSnapshotClasses: %w", err)
-	}
-	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -36,10 +37,8 @@ func testNodeInputs(topology bool) nodeInputs {
 	}
 }
 
-func nodeDaemonSet(g Gomega, t testing.TB, in nodeInputs) *appsv1.DaemonSet {
-	ds, err := desiredNode(testutil.Decoder(t), in)
-	g.Expect(err).NotTo(HaveOccurred())
-	return ds
+func nodeDaemonSet(t testing.TB, in nodeInputs) *appsv1.DaemonSet {
+	return testutil.Build(t, func(d *manifests.Decoder) (*appsv1.DaemonSet, error) { return desiredNode(d, in) })
 }
 
 func TestDesiredNode(t *testing.T) {
@@ -53,8 +52,7 @@ func TestDesiredNode(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			g := NewWithT(t)
-			golden.CompareWithFixture(t, nodeDaemonSet(g, t, testNodeInputs(tt.topology)))
+			golden.CompareWithFixture(t, nodeDaemonSet(t, testNodeInputs(tt.topology)))
 		})
 	}
 
@@ -174,7 +172,7 @@ func TestDesiredNode(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(&in)
 			}
-			tt.check(g, nodeDaemonSet(g, t, in))
+			tt.check(g, nodeDaemonSet(t, in))
 		})
 	}
 
@@ -211,8 +209,7 @@ func TestDesiredStaticObjects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			objs, err := desiredStaticObjects(testutil.Decoder(t), tt.hyperShift)
-			g.Expect(err).NotTo(HaveOccurred())
+			objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) { return desiredStaticObjects(d, tt.hyperShift) })
 			var kinds []string
 			all := make([]any, 0, len(objs))
 			for _, o := range objs {
@@ -233,8 +230,7 @@ func TestDesiredStaticObjects(t *testing.T) {
 	t.Run("When on HyperShift, it should create nothing for the controller's ServiceAccount, which lives in the management cluster", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		objs, err := desiredStaticObjects(testutil.Decoder(t), true)
-		g.Expect(err).NotTo(HaveOccurred())
+		objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) { return desiredStaticObjects(d, true) })
 		for _, o := range objs {
 			out, err := golden.Marshal(o)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -245,8 +241,7 @@ func TestDesiredStaticObjects(t *testing.T) {
 	t.Run("When rendered, it should declare the CSIDriver with attach, pod info and SELinux mount", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		objs, err := desiredStaticObjects(testutil.Decoder(t), true)
-		g.Expect(err).NotTo(HaveOccurred())
+		objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) { return desiredStaticObjects(d, true) })
 		i := slices.IndexFunc(objs, func(o client.Object) bool { _, ok := o.(*storagev1.CSIDriver); return ok })
 		g.Expect(i).NotTo(Equal(-1))
 		d := objs[i].(*storagev1.CSIDriver)
@@ -261,9 +256,7 @@ func TestDesiredStorageClass(t *testing.T) {
 	t.Parallel()
 	t.Run("When it is the default class, it should match the fixture", func(t *testing.T) {
 		t.Parallel()
-		g := NewWithT(t)
-		sc, err := desiredStorageClass(testutil.Decoder(t), "true")
-		g.Expect(err).NotTo(HaveOccurred())
+		sc := testutil.Build(t, func(d *manifests.Decoder) (*storagev1.StorageClass, error) { return desiredStorageClass(d, "true") })
 		golden.CompareWithFixture(t, sc)
 	})
 
@@ -271,8 +264,7 @@ func TestDesiredStorageClass(t *testing.T) {
 		t.Run("When the default-class value is "+v+", it should set the annotation to it", func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			sc, err := desiredStorageClass(testutil.Decoder(t), v)
-			g.Expect(err).NotTo(HaveOccurred())
+			sc := testutil.Build(t, func(d *manifests.Decoder) (*storagev1.StorageClass, error) { return desiredStorageClass(d, v) })
 			g.Expect(sc.Name).To(Equal(names.StorageClass))
 			g.Expect(sc.Provisioner).To(Equal(names.DriverName))
 			g.Expect(sc.Annotations).To(Equal(map[string]string{names.DefaultStorageClassAnnotation: v}))
@@ -286,8 +278,7 @@ func TestDesiredVolumeSnapshotClass(t *testing.T) {
 	t.Run("When rendered, it should match the fixture", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		vsc, err := desiredVolumeSnapshotClass(testutil.Decoder(t))
-		g.Expect(err).NotTo(HaveOccurred())
+		vsc := testutil.Build(t, desiredVolumeSnapshotClass)
 		g.Expect(vsc.Driver).To(Equal(names.DriverName))
 		g.Expect(vsc.Labels).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue))
 		golden.CompareWithFixture(t, vsc)

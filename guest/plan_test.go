@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
@@ -32,10 +33,8 @@ func testState(hyperShift, topology bool) State {
 	}
 }
 
-func desiredPlan(g Gomega, t testing.TB, cfg Config, s State) *Plan {
-	p, err := Desired(testutil.Decoder(t), cfg, s)
-	g.Expect(err).NotTo(HaveOccurred())
-	return p
+func desiredPlan(t testing.TB, cfg Config, s State) *Plan {
+	return testutil.Build(t, func(d *manifests.Decoder) (*Plan, error) { return Desired(d, cfg, s) })
 }
 
 // TestDesired snapshots the guest manager's whole plan in each mode.
@@ -52,7 +51,7 @@ func TestDesired(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			p := desiredPlan(g, t, testConfig(tt.hyperShift), testState(tt.hyperShift, tt.topology))
+			p := desiredPlan(t, testConfig(tt.hyperShift), testState(tt.hyperShift, tt.topology))
 			g.Expect(p.Problems).To(BeEmpty())
 			g.Expect(p.Delete).To(BeEmpty())
 			for _, s := range p.Apply {
@@ -67,7 +66,7 @@ func TestDesired(t *testing.T) {
 		g := NewWithT(t)
 		s := testState(true, false)
 		s.CloudConf = nil
-		p := desiredPlan(g, t, testConfig(true), s)
+		p := desiredPlan(t, testConfig(true), s)
 		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("/DaemonSet/")))
 		g.Expect(p.NodeWaiting).To(Equal("Waiting for ConfigMap openshift-cluster-csi-drivers/cloud-conf, which the controlplane manager writes."))
 	})
@@ -77,7 +76,7 @@ func TestDesired(t *testing.T) {
 		g := NewWithT(t)
 		s := testState(true, false)
 		s.Driver.Spec.LogLevel = "Loud"
-		p := desiredPlan(g, t, testConfig(true), s)
+		p := desiredPlan(t, testConfig(true), s)
 		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("/DaemonSet/")))
 		g.Expect(p.NodeWaiting).To(BeEmpty())
 		g.Expect(p.Problems).To(ConsistOf(ContainSubstring(`spec.logLevel "Loud"`)))
@@ -88,7 +87,7 @@ func TestDesired(t *testing.T) {
 		g := NewWithT(t)
 		s := testState(true, false)
 		s.SnapshotCRD = false
-		p := desiredPlan(g, t, testConfig(true), s)
+		p := desiredPlan(t, testConfig(true), s)
 		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("VolumeSnapshotClass")))
 		g.Expect(p.SnapshotClass).To(BeFalse())
 	})
@@ -110,7 +109,7 @@ func TestDesired(t *testing.T) {
 			g := NewWithT(t)
 			s := testState(true, false)
 			s.Driver.Spec.StorageClassState = tt.state
-			p := desiredPlan(g, t, testConfig(true), s)
+			p := desiredPlan(t, testConfig(true), s)
 			sc := "guest/StorageClass//" + names.StorageClass
 			if tt.wantApply {
 				g.Expect(testutil.StepNames(p.Apply)).To(ContainElement(sc))
@@ -134,7 +133,7 @@ func TestDesired(t *testing.T) {
 		s := testState(true, false)
 		s.StorageClass = &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: names.StorageClass,
 			Annotations: map[string]string{names.DefaultStorageClassAnnotation: "false"}}}
-		p := desiredPlan(g, t, testConfig(true), s)
+		p := desiredPlan(t, testConfig(true), s)
 		for _, st := range p.Apply {
 			if sc, ok := st.Object.(*storagev1.StorageClass); ok {
 				g.Expect(sc.Annotations).To(HaveKeyWithValue(names.DefaultStorageClassAnnotation, "false"))
@@ -154,11 +153,11 @@ func TestDesiredRemoved(t *testing.T) {
 				g := NewWithT(t)
 				s := testState(hyperShift, true)
 				s.SnapshotCRD = crd
-				managed := desiredPlan(g, t, testConfig(hyperShift), s)
+				managed := desiredPlan(t, testConfig(hyperShift), s)
 
 				removed := State{Driver: s.Driver.DeepCopy(), SnapshotCRD: crd}
 				removed.Driver.Spec.ManagementState = operatorv1.Removed
-				p := desiredPlan(g, t, testConfig(hyperShift), removed)
+				p := desiredPlan(t, testConfig(hyperShift), removed)
 				g.Expect(p.Apply).To(BeEmpty())
 				g.Expect(testutil.StepNames(p.Delete)).To(ConsistOf(testutil.StepNames(plan.Identities(managed.Apply))))
 				g.Expect(p.Delete[0].Group).To(Equal(groupNode), "the DaemonSet goes first")

@@ -1,27 +1,71 @@
 package clusters
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
-// LateWatch starts a watch once, when its kind is first found served: watching a kind the API
-// server does not serve fails, and a CRD (the VolumeSnapshotClass's, the ServiceMonitor's) may
-// appear at any time. A failed start (the kind's REST mapping not yet discovered, say) is tried
-// again on the next call. The zero value is ready to use.
+// DriverRequest is the one request every event maps to: both managers reconcile the one
+// ClusterCSIDriver as a whole.
+var DriverRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: names.ClusterCSIDriverName}}
+
+// EnqueueDriver maps every event to DriverRequest.
+var EnqueueDriver = handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+	return []reconcile.Request{DriverRequest}
+})
+
+// Watch returns a source of the events of obj's kind in c that pass preds, each mapped to
+// DriverRequest.
+func Watch(c cache.Cache, obj client.Object, preds ...predicate.Predicate) source.Source {
+	return source.Kind(c, obj, EnqueueDriver, preds...)
+}
+
+// DriverChanged passes ClusterCSIDriver events that change its spec or annotations, not the
+// status writes both managers make.
+var DriverChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})
+
+// Named passes objects with one of the given names.
+func Named(nameList ...string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool { return slices.Contains(nameList, o.GetName()) })
+}
+
+// InNamespace passes objects in namespace ns.
+func InNamespace(ns string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == ns })
+}
+
+// LateWatch adds a watch to a built controller once, when its kind is first found served:
+// watching a kind the API server does not serve fails, and a CRD (the VolumeSnapshotClass's, the
+// ServiceMonitor's) may appear at any time. A failed start (the kind's REST mapping not yet
+// discovered, say) is tried again on the next call. The zero value is ready to use.
 type LateWatch struct {
 	mu      sync.Mutex
 	started bool
 }
 
-// Start calls start unless an earlier call succeeded.
-func (w *LateWatch) Start(start func() error) error {
+// Start makes ctl watch obj's kind in c, mapping every event to DriverRequest, unless an earlier
+// call succeeded. kinds names the kind in the plural for the error.
+func (w *LateWatch) Start(ctl controller.Controller, c cache.Cache, obj client.Object, kinds string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.started {
 		return nil
 	}
-	if err := start(); err != nil {
-		return err
+	if err := ctl.Watch(Watch(c, obj)); err != nil {
+		return fmt.Errorf("watching %s: %w", kinds, err)
 	}
 	w.started = true
 	return nil

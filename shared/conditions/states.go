@@ -2,12 +2,14 @@ package conditions
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	operatorv1 "github.com/openshift/api/operator/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -22,49 +24,43 @@ func (s *Set) Unmanaged(types ...string) {
 	}
 }
 
-// Removed reports managementState Removed: the operand is Available (there is nothing to wait
-// for) and not Progressing, Degraded follows the removal's outcome, and every other given
-// condition is False. what names what was removed, for the message.
-func (s *Set) Removed(available, progressing, degraded string, err error, what string, others ...string) {
-	msg := "managementState is Removed: " + what + " are removed."
-	s.True(available, names.ReasonRemoved, msg)
-	s.False(progressing, names.ReasonRemoved, msg)
-	s.Fold(degraded, err, "Removing "+what)
-	for _, t := range others {
-		s.False(t, names.ReasonRemoved, msg)
-	}
+// Writer is how a manager writes its conditions back to the ClusterCSIDriver.
+type Writer struct {
+	// Applier writes the status as the manager's field owner.
+	Applier *apply.Applier
+	// Recorder gets an Event for every Degraded condition that turned True or recovered.
+	Recorder events.EventRecorder
+	// ObserveGeneration also writes status.observedGeneration (one manager owns it).
+	ObserveGeneration bool
 }
 
-// Write records an Event for every Degraded condition of s that turned True or recovered, then
-// writes s's conditions (and, when observedGeneration is not nil, status.observedGeneration) to
-// the ClusterCSIDriver as a's field owner. A Set without conditions writes nothing.
-func Write(ctx context.Context, rec events.EventRecorder, a *apply.Applier, driver *operatorv1.ClusterCSIDriver, s *Set, observedGeneration *int64) error {
+// write records the Events, then writes s's conditions (and the observed generation) to the
+// driver. A Set without conditions writes nothing.
+func (w Writer) write(ctx context.Context, driver *operatorv1.ClusterCSIDriver, s *Set) error {
 	conds := s.List()
-	if len(conds) == 0 && observedGeneration == nil {
+	var observed *int64
+	if w.ObserveGeneration {
+		observed = &driver.Generation
+	}
+	if len(conds) == 0 && observed == nil {
 		return nil
 	}
-	RecordTransitions(rec, driver, conds)
-	return ApplyStatus(ctx, a, driver.Name, conds, observedGeneration)
+	RecordTransitions(w.Recorder, driver, conds)
+	return ApplyStatus(ctx, w.Applier, driver.Name, conds, observed)
 }
 
-// Begin reads the ClusterCSIDriver name through c and starts a Set of its conditions at now. The
-// driver is nil when it does not exist: then there is nothing to reconcile, and no error.
-func Begin(ctx context.Context, c client.Client, name string, now time.Time) (*operatorv1.ClusterCSIDriver, *Set, error) {
+// Body is one manager's reconcile of the ClusterCSIDriver as read: it sets its conditions in st.
+type Body func(ctx context.Context, driver *operatorv1.ClusterCSIDriver, st *Set) (reconcile.Result, error)
+
+// Reconcile reads the ClusterCSIDriver name through c, runs body on it with a Set of its
+// conditions started at now, and then writes the Set with w, also when body failed (the
+// conditions say why). When the driver does not exist there is nothing to do.
+func Reconcile(ctx context.Context, c client.Client, name string, now time.Time, w Writer, body Body) (reconcile.Result, error) {
 	driver := &operatorv1.ClusterCSIDriver{}
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, driver); err != nil {
-		return nil, nil, client.IgnoreNotFound(err)
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	return driver, New(driver.Status.Conditions, metav1.NewTime(now)), nil
-}
-
-// Absent sets the Available and Progressing conditions of a workload that does not exist: it
-// waits for its configuration (waitingFor says what), or it is being created (creating says so).
-func (s *Set) Absent(available, progressing, waitingFor, creating string) {
-	if waitingFor != "" {
-		s.False(available, names.ReasonWaitingForConfig, waitingFor)
-		s.False(progressing, names.ReasonWaitingForConfig, waitingFor)
-		return
-	}
-	s.False(available, names.ReasonDeploying, creating)
-	s.True(progressing, names.ReasonDeploying, creating)
+	st := New(driver.Status.Conditions, metav1.NewTime(now))
+	res, err := body(ctx, driver, st)
+	return res, errors.Join(err, w.write(ctx, driver, st))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/go-logr/logr"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -66,4 +67,20 @@ func (l *Live) Set(v int) bool {
 	}
 	l.level.SetLevel(want)
 	return true
+}
+
+// Follow sets the verbosity from a ClusterCSIDriver's spec.operatorLogLevel and logs a change.
+// An unknown level leaves the verbosity as it is (the guest manager reports it); a nil Live
+// does nothing.
+func (l *Live) Follow(log logr.Logger, level operatorv1.LogLevel) {
+	if l == nil {
+		return
+	}
+	v, err := Verbosity(level)
+	if err != nil {
+		return
+	}
+	if l.Set(v) {
+		log.Info("Changed the operator's verbosity", "verbosity", v)
+	}
 }

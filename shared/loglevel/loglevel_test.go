@@ -3,6 +3,8 @@ package loglevel
 import (
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	"go.uber.org/zap"
@@ -94,4 +96,36 @@ func TestFromEnabler(t *testing.T) {
 			g.Expect(FromEnabler(tt.enabler, 4).Verbosity()).To(Equal(4))
 		})
 	}
+}
+
+func TestLive_Follow(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		level    operatorv1.LogLevel
+		want     int
+		wantLogs int
+	}{
+		{name: "When the level changes the verbosity, it should set it and log the change once", level: operatorv1.Debug, want: 4, wantLogs: 1},
+		{name: "When the level keeps the verbosity, it should log nothing", level: operatorv1.Normal, want: 2},
+		{name: "When the level is unknown, it should keep the verbosity and log nothing", level: "Loud", want: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			var logs int
+			log := funcr.New(func(string, string) { logs++ }, funcr.Options{})
+			l := NewLive(2)
+			l.Follow(log, tt.level)
+			g.Expect(l.Verbosity()).To(Equal(tt.want))
+			g.Expect(logs).To(Equal(tt.wantLogs))
+		})
+	}
+
+	t.Run("When there is no live level, it should do nothing", func(t *testing.T) {
+		t.Parallel()
+		var l *Live
+		l.Follow(logr.Discard(), operatorv1.Trace)
+	})
 }

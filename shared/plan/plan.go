@@ -12,7 +12,6 @@ import (
 	"github.com/go-logr/logr"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,9 +68,6 @@ func Identity(obj client.Object) client.Object {
 	id.SetName(obj.GetName())
 	return id
 }
-
-// ManagedSelector selects the objects the operator applies; the caches select on it.
-var ManagedSelector = labels.SelectorFromSet(labels.Set{names.ManagedByLabel: names.ManagedByValue})
 
 // Managed adds the label every applied object carries.
 func Managed(objs ...client.Object) {

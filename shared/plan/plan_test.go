@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -68,7 +69,7 @@ func TestManagedAndHarden(t *testing.T) {
 	Managed(a, b)
 	g.Expect(a.Labels).To(Equal(map[string]string{names.ManagedByLabel: names.ManagedByValue}))
 	g.Expect(b.Labels).To(Equal(map[string]string{"keep": "me", names.ManagedByLabel: names.ManagedByValue}))
-	g.Expect(ManagedSelector.Matches(labels.Set(b.Labels))).To(BeTrue())
+	g.Expect(clusters.ManagedSelector.Matches(labels.Set(b.Labels))).To(BeTrue())
 
 	c := &corev1.Container{SecurityContext: &corev1.SecurityContext{RunAsNonRoot: new(bool)}}
 	Harden(c)

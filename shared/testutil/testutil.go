@@ -4,6 +4,7 @@ package testutil
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -79,4 +80,61 @@ func Objects(steps []plan.Step) []any {
 		out[i] = s.Object
 	}
 	return out
+}
+
+// Want returns the expected conditions of workload w by type.
+func Want(w conditions.Workload, available, progressing, degraded CondState) map[string]CondState {
+	return map[string]CondState{w.Available: available, w.Progressing: progressing, w.Degraded: degraded}
+}
+
+// StatusCase is one row of a table test of a workload's status setter.
+type StatusCase[W any] struct {
+	Name string
+	// Live is the live workload, nil when it does not exist.
+	Live W
+	// WaitingFor explains a missing workload; ApplyErr is the applier's result.
+	WaitingFor string
+	ApplyErr   error
+	Want       map[string]CondState
+}
+
+// StatusSetter writes a workload's conditions from its live object, what it waits for and the
+// applier's error.
+type StatusSetter[W any] func(s *conditions.Set, live W, waitingFor string, applyErr error)
+
+// RunStatusCases runs each case on a fresh condition set, and then checks that the messages do
+// not depend on the time or on the error's text: the same state seen later with another error
+// text must write the same conditions, or every reconcile would write status.
+func RunStatusCases[W any](t *testing.T, set StatusSetter[W], cases []StatusCase[W]) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.Name, func(t *testing.T) {
+			t.Parallel()
+			s := NewSet(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+			set(s, tt.Live, tt.WaitingFor, tt.ApplyErr)
+			if got := Conditions(s); !reflect.DeepEqual(got, tt.Want) {
+				t.Errorf("conditions:\n got  %+v\n want %+v", got, tt.Want)
+			}
+			if tt.ApplyErr == nil {
+				return
+			}
+			first := NewSet(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			later := NewSet(time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC))
+			set(first, tt.Live, tt.WaitingFor, fmt.Errorf("conflict at %s", time.Now()))
+			set(later, tt.Live, tt.WaitingFor, fmt.Errorf("conflict at %s", time.Now().Add(time.Hour)))
+			if a, b := Conditions(first), Conditions(later); !reflect.DeepEqual(a, b) {
+				t.Errorf("the same state at another time with another error text wrote other conditions:\n %+v\n %+v", a, b)
+			}
+		})
+	}
+}
+
+// Build calls build with the managers' decoder and fails the test if it returns an error.
+func Build[T any](t testing.TB, build func(*manifests.Decoder) (T, error)) T {
+	t.Helper()
+	v, err := build(Decoder(t))
+	if err != nil {
+		t.Fatalf("Building the desired objects: %v", err)
+	}
+	return v
 }
