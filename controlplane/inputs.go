@@ -1,19 +1,26 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 
+	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	configv1 "github.com/openshift/api/config/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	yamlv3 "gopkg.in/yaml.v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
@@ -223,7 +230,11 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*confi
 				fmt.Sprintf("%s in Secret %s/%s %s", names.KeyCloudsYAML, rc.Namespace, names.CredentialsSecret, msg)})
 		}
 	}
-	cfg.CABundle = caBundle(in)
+	ca, caProblem := caBundle(rc, in)
+	if caProblem != nil {
+		problems = append(problems, *caProblem)
+	}
+	cfg.CABundle = ca
 
 	userINI := ""
 	if in.UserConfig != nil {
@@ -254,33 +265,109 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*confi
 
 // caBundle returns the OpenStack CA: the credentials Secret's cacert key, where HyperShift puts
 // the CA given at cluster creation, else the ca-bundle.pem key of the cloud ConfigMap (the older
-// place). Neither is an error: many clouds use publicly trusted certificates.
-func caBundle(in *Inputs) string {
-	if in.Credentials != nil {
-		if ca := strings.TrimSpace(string(in.Credentials.Data[names.KeyCACert])); ca != "" {
-			return ca + "\n"
-		}
+// place). Neither is an error: many clouds use publicly trusted certificates. A CA that is there
+// but is no PEM certificate bundle is a problem naming the object and key it came from: the
+// driver fails to start on a ca-file without a certificate, and the key lands in the cloud-conf
+// ConfigMap, which must never carry anything else (a private key pasted by mistake, say).
+func caBundle(rc Config, in *Inputs) (string, *problem) {
+	var ca, where string
+	switch {
+	case in.Credentials != nil && strings.TrimSpace(string(in.Credentials.Data[names.KeyCACert])) != "":
+		ca = string(in.Credentials.Data[names.KeyCACert])
+		where = fmt.Sprintf("%s in Secret %s/%s", names.KeyCACert, rc.Namespace, names.CredentialsSecret)
+	case in.CAConfigMap != nil && strings.TrimSpace(in.CAConfigMap.Data[names.KeyCABundle]) != "":
+		ca = in.CAConfigMap.Data[names.KeyCABundle]
+		where = fmt.Sprintf("%s in ConfigMap %s/%s", names.KeyCABundle, in.CAConfigMap.Namespace, in.CAConfigMap.Name)
+	default:
+		return "", nil
 	}
-	if in.CAConfigMap != nil {
-		if ca := strings.TrimSpace(in.CAConfigMap.Data[names.KeyCABundle]); ca != "" {
-			return ca + "\n"
+	if msg := checkCA([]byte(ca)); msg != "" {
+		return "", &problem{names.ReasonInvalidConfig,
+			fmt.Sprintf("%s %s It must hold only the OpenStack CA certificates, PEM-encoded.", where, msg)}
+	}
+	return strings.TrimSpace(ca) + "\n", nil
+}
+
+// checkCA checks that data is a bundle of PEM certificates: at least one CERTIFICATE block, each
+// one an X.509 certificate Go parses, and outside the blocks nothing but blank lines and '#'
+// comment lines (the distributions' trust bundles annotate each certificate that way). It
+// returns a message fragment naming a line, never quoting it, or "".
+//
+// The driver (client-go's cert.NewPool) is laxer: it skips text and blocks of other types, and
+// fails only without any certificate or on one that does not parse. Anything else here is
+// refused all the same, because it is copied into a ConfigMap that anyone who can read the
+// namespace sees.
+func checkCA(data []byte) string {
+	rest := data
+	certs := 0
+	for {
+		// Skip blank and comment lines up to the next block or the end.
+		for len(rest) > 0 {
+			line, after, _ := bytes.Cut(rest, []byte("\n"))
+			trimmed := bytes.TrimSpace(line)
+			if len(trimmed) > 0 && trimmed[0] != '#' {
+				break
+			}
+			rest = after
 		}
+		if len(rest) == 0 {
+			break
+		}
+		at := lineOf(data, rest)
+		// Go's PEM decoder, the driver's too, finds a block only at the start of a line.
+		if !bytes.HasPrefix(rest, []byte("-----BEGIN ")) {
+			return fmt.Sprintf("has text outside a PEM certificate at line %d.", at)
+		}
+		// Decode this block alone: pem.Decode skips a malformed block and returns the next one.
+		end := len(rest)
+		if i := bytes.Index(rest, []byte("\n-----END ")); i >= 0 {
+			if j := bytes.IndexByte(rest[i+1:], '\n'); j >= 0 {
+				end = i + 1 + j + 1
+			}
+		}
+		block, tail := pem.Decode(rest[:end])
+		if block == nil || len(bytes.TrimSpace(tail)) > 0 {
+			return fmt.Sprintf("has a PEM block at line %d that does not decode.", at)
+		}
+		after := rest[end:]
+		if block.Type != "CERTIFICATE" {
+			return fmt.Sprintf("has a PEM block at line %d that is not a CERTIFICATE.", at)
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return fmt.Sprintf("has a CERTIFICATE at line %d that is not a valid X.509 certificate.", at)
+		}
+		certs++
+		rest = after
+	}
+	if certs == 0 {
+		return "holds no PEM certificate."
 	}
 	return ""
 }
 
-// checkCloudsYAML checks, without contacting OpenStack, that clouds.yaml parses and names the
-// cloud with an auth URL. It returns a message fragment (never quoting the file) or "".
-// hyperShift tells where the cloud name comes from, so that the message points the user at it.
+// lineOf returns the 1-based line of data at which its suffix rest starts.
+func lineOf(data, rest []byte) int {
+	return bytes.Count(data[:len(data)-len(rest)], []byte("\n")) + 1
+}
+
+// checkCloudsYAML checks, without contacting OpenStack, that clouds.yaml decodes as the driver
+// decodes it and names the cloud with an auth URL. It returns a message fragment (never quoting
+// the file) or "". hyperShift tells where the cloud name comes from, so that the message points
+// the user at it.
+//
+// cinder-csi-plugin reads clouds.yaml with gophercloud/utils' clientconfig, which decodes the
+// whole file with gopkg.in/yaml.v3 into its Clouds type and fails on any value of the wrong type
+// (a password where `verify` wants true or false, a mapping where a string belongs), in any cloud
+// entry. The decode here is the same: yaml.v3 into gophercloud's clouds.Clouds, whose fields,
+// types and Region decoder are those of clientconfig.Clouds (it adds only auth.trust_id, a
+// string). Unknown keys are ignored by both.
 func checkCloudsYAML(data []byte, cloud string, hyperShift bool) string {
-	var doc struct {
-		Clouds map[string]struct {
-			Auth struct {
-				AuthURL string `json:"auth_url"`
-			} `json:"auth"`
-		} `json:"clouds"`
-	}
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	var doc clouds.Clouds
+	if err := yamlv3.Unmarshal(data, &doc); err != nil {
+		var te *yamlv3.TypeError
+		if errors.As(err, &te) {
+			return wrongType(data, te)
+		}
 		return "is not valid YAML of the clouds.yaml format."
 	}
 	c, ok := doc.Clouds[cloud]
@@ -291,10 +378,127 @@ func checkCloudsYAML(data []byte, cloud string, hyperShift bool) string {
 		}
 		return fmt.Sprintf("has no cloud named %q (the HostedControlPlane's identityRef cloudName).", cloud)
 	}
-	if c.Auth.AuthURL == "" {
+	if c.AuthInfo == nil || c.AuthInfo.AuthURL == "" {
 		return fmt.Sprintf("has no auth.auth_url for cloud %q.", cloud)
 	}
 	return ""
+}
+
+// typeErrorLine matches the one kind of yaml.v3 decoding error wrongType can place: a node of
+// the wrong kind for its field, "line N: cannot unmarshal !!tag[ `value`] into T".
+var typeErrorLine = regexp.MustCompile("^line ([0-9]+): cannot unmarshal (!![a-z]+)")
+
+// wrongType words the first error of a yaml.v3 decode of clouds.yaml into clouds.Clouds. yaml.v3
+// quotes the offending value (a password pasted into the wrong field, perhaps), so the message is
+// made anew: the field's path, found by walking the document along clouds.Clouds, its line, and
+// what the field takes.
+func wrongType(data []byte, te *yamlv3.TypeError) string {
+	if len(te.Errors) == 0 {
+		return "does not decode as clouds.yaml."
+	}
+	m := typeErrorLine.FindStringSubmatch(te.Errors[0])
+	if m == nil {
+		// The other kind is a key given twice in one mapping.
+		if line, _, ok := strings.Cut(strings.TrimPrefix(te.Errors[0], "line "), ":"); ok {
+			if _, err := strconv.Atoi(line); err == nil {
+				return fmt.Sprintf("does not decode as clouds.yaml at line %s (a key given twice?).", line)
+			}
+		}
+		return "does not decode as clouds.yaml."
+	}
+	line, _ := strconv.Atoi(m[1])
+	var root yamlv3.Node
+	if err := yamlv3.Unmarshal(data, &root); err == nil && len(root.Content) == 1 {
+		if path, t, ok := findWrongType(root.Content[0], reflect.TypeFor[clouds.Clouds](), "", line, m[2], 0); ok {
+			if path == "" {
+				path = "the top level"
+			}
+			return fmt.Sprintf("has a value of the wrong type at %s (line %d): it must be %s.", path, line, kindName(t))
+		}
+	}
+	return fmt.Sprintf("has a value of the wrong type at line %d.", line)
+}
+
+// findWrongType walks the YAML node n, which decodes into t, and returns the path and type of the
+// first node at line with tag: the one yaml.v3 refused. Only keys that are fields of clouds.Clouds
+// and cloud names make up the path, so it holds no value of the file.
+func findWrongType(n *yamlv3.Node, t reflect.Type, path string, line int, tag string, depth int) (string, reflect.Type, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	// Aliases are not followed: a few anchors can stand for exponentially many nodes. yaml.v3
+	// reports a wrong type behind an alias at the anchor's line, which the walk may then not
+	// reach; the message gives the line alone.
+	if n.Kind == yamlv3.AliasNode || depth > 32 {
+		return "", nil, false
+	}
+	if n.Line == line && n.ShortTag() == tag {
+		return path, t, true
+	}
+	join := func(name string) string {
+		if path == "" {
+			return name
+		}
+		return path + "." + name
+	}
+	switch {
+	case t.Kind() == reflect.Struct && n.Kind == yamlv3.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if f, ok := yamlField(t, n.Content[i].Value); ok {
+				if p, ft, ok := findWrongType(n.Content[i+1], f.Type, join(n.Content[i].Value), line, tag, depth+1); ok {
+					return p, ft, true
+				}
+			}
+		}
+	case t.Kind() == reflect.Map && n.Kind == yamlv3.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			// A cloud name: quoted unless it is a plain word, so the path reads unambiguously.
+			name := n.Content[i].Value
+			if !plainName.MatchString(name) {
+				name = strconv.Quote(name)
+			}
+			if p, ft, ok := findWrongType(n.Content[i+1], t.Elem(), join(name), line, tag, depth+1); ok {
+				return p, ft, true
+			}
+		}
+	case t.Kind() == reflect.Slice && n.Kind == yamlv3.SequenceNode:
+		for i, item := range n.Content {
+			if p, ft, ok := findWrongType(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), line, tag, depth+1); ok {
+				return p, ft, true
+			}
+		}
+	}
+	return "", nil, false
+}
+
+// plainName is a cloud name that needs no quoting in a path.
+var plainName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,63}$`)
+
+// yamlField returns the field of struct t whose yaml tag names key.
+func yamlField(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// kindName says what a field of type t takes, in clouds.yaml words.
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	case reflect.Struct, reflect.Map:
+		return "a mapping"
+	case reflect.Slice:
+		return "a list"
+	default:
+		return "a " + t.Kind().String()
+	}
 }
 
 // configProblem words an error of the user's configuration as a problem. A cinder-csi-config

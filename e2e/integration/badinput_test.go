@@ -21,9 +21,11 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
@@ -66,10 +68,12 @@ type degradation struct {
 // goodState is what the installed driver looks like; bad input must not change any of it.
 type goodState struct {
 	deploymentGeneration int64
-	daemonSetGeneration  int64
-	controllerCloudConf  map[string]string
-	nodeCloudConf        map[string]string
-	credentials          map[string][]byte
+	// controllerTemplate is the controller's pod template: what a rollout would change.
+	controllerTemplate  corev1.PodTemplateSpec
+	daemonSetGeneration int64
+	controllerCloudConf map[string]string
+	nodeCloudConf       map[string]string
+	credentials         map[string][]byte
 }
 
 func TestBadInput(t *testing.T) {
@@ -124,6 +128,37 @@ func TestBadInput(t *testing.T) {
 				"      password: %s\n      application_credential_secret: %s\n    region_name: [RegionOne\n",
 				env.CloudName, e.OpenStack.VersionlessAuthURL(), password, appSecret)
 			setCredentials(t, e, withKey(good.credentials, names.KeyCloudsYAML, []byte(malformed)))
+		},
+		fix: restoreCredentials,
+	}, {
+		name: "When clouds.yaml has a password in a true/false field, it should name the Secret and field and keep the controller",
+		want: []degradation{cpConfig(names.ReasonInvalidCredentials, secretName, names.KeyCloudsYAML,
+			"clouds."+env.CloudName+".verify", "true or false")},
+		breakIt: func(t *testing.T) {
+			// Valid YAML that the driver's decoder refuses, and so did the operator's zone
+			// listing, while the old check let it through to the controller's pods.
+			setCredentials(t, e, withKey(good.credentials, names.KeyCloudsYAML,
+				editCloud(t, good.credentials[names.KeyCloudsYAML], func(cloud map[string]any) { cloud["verify"] = password })))
+		},
+		fix: restoreCredentials,
+	}, {
+		name: "When clouds.yaml has a mapping where the password belongs, it should name the Secret and field and keep the controller",
+		want: []degradation{cpConfig(names.ReasonInvalidCredentials, secretName, names.KeyCloudsYAML,
+			"clouds."+env.CloudName+".auth.password", "a string")},
+		breakIt: func(t *testing.T) {
+			setCredentials(t, e, withKey(good.credentials, names.KeyCloudsYAML,
+				editCloud(t, good.credentials[names.KeyCloudsYAML], func(cloud map[string]any) {
+					cloud["auth"].(map[string]any)["password"] = map[string]any{"value": password, "secret": appSecret}
+				})))
+		},
+		fix: restoreCredentials,
+	}, {
+		name: "When the Secret's cacert holds no PEM certificate, it should name the Secret and key and keep the controller",
+		want: []degradation{cpConfig(names.ReasonInvalidConfig, secretName, names.KeyCACert, "PEM")},
+		breakIt: func(t *testing.T) {
+			// A secret pasted into the wrong key: it must reach neither cloud-conf (a
+			// ConfigMap) nor any message.
+			setCredentials(t, e, withKey(good.credentials, names.KeyCACert, []byte(appSecret+"\n")))
 		},
 		fix: restoreCredentials,
 	}, {
@@ -333,6 +368,7 @@ func readGoodState(t *testing.T, e *env.Env) goodState {
 	g.Expect(e.MgmtClient.Get(context.Background(), client.ObjectKey{Namespace: e.Namespace, Name: names.CredentialsSecret}, creds)).To(Succeed())
 	return goodState{
 		deploymentGeneration: controllerDeployment(g, e).Generation,
+		controllerTemplate:   controllerDeployment(g, e).Spec.Template,
 		daemonSetGeneration:  nodeDaemonSet(g, e).Generation,
 		controllerCloudConf:  configMap(g, e.MgmtClient, e.Namespace, names.CloudConfConfigMap).Data,
 		nodeCloudConf:        configMap(g, e.GuestClient, names.GuestNamespace, names.CloudConfConfigMap).Data,
@@ -358,6 +394,7 @@ func expectKept(g Gomega, e *env.Env, op *env.Operator, good goodState) {
 func expectControllerKept(g Gomega, e *env.Env, good goodState) {
 	dep := controllerDeployment(g, e)
 	g.Expect(dep.Generation).To(Equal(good.deploymentGeneration), "controller Deployment generation")
+	g.Expect(apiequality.Semantic.DeepEqual(dep.Spec.Template, good.controllerTemplate)).To(BeTrue(), "controller pod template")
 	expectDeploymentRolledOut(g, dep)
 	g.Expect(configMap(g, e.MgmtClient, e.Namespace, names.CloudConfConfigMap).Data).To(Equal(good.controllerCloudConf), "controller cloud-conf")
 }
@@ -452,6 +489,20 @@ func setCredentials(t *testing.T, e *env.Env, data map[string][]byte) {
 		return
 	}
 	update(t, e.MgmtClient, s, "test", func(s *corev1.Secret) { s.Data = data })
+}
+
+// editCloud returns clouds.yaml with the entry of env.CloudName changed by edit.
+func editCloud(t *testing.T, cloudsYAML []byte, edit func(cloud map[string]any)) []byte {
+	t.Helper()
+	g := NewWithT(t)
+	var doc map[string]any
+	g.Expect(yaml.Unmarshal(cloudsYAML, &doc)).To(Succeed())
+	cloud, ok := doc["clouds"].(map[string]any)[env.CloudName].(map[string]any)
+	g.Expect(ok).To(BeTrue(), "the seeded clouds.yaml should have the cloud %q", env.CloudName)
+	edit(cloud)
+	out, err := yaml.Marshal(doc)
+	g.Expect(err).NotTo(HaveOccurred())
+	return out
 }
 
 // setDriverLogLevels sets spec.logLevel and spec.operatorLogLevel of the ClusterCSIDriver.
