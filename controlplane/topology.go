@@ -2,13 +2,18 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
+	operatorv1 "github.com/openshift/api/operator/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
@@ -23,6 +28,7 @@ const (
 	sourceDetected  = "detected"
 	sourceLastKnown = "last-known"
 	sourceDefault   = "default"
+	sourcePending   = "pending"
 )
 
 // topologyDecision is what the driver gets as --with-topology, and why.
@@ -43,19 +49,60 @@ type topologyDecision struct {
 // topologyCache remembers the last detection so that reconciles triggered by Kubernetes events do
 // not call OpenStack each time: zones are listed again only when the credentials change or the
 // recheck interval has passed. It is per reconciler, never a package global.
+//
+// Listing runs beside the reconcile, never inside it: a reconcile that finds a listing due starts
+// one in the background and goes on with what the cache knows, so a credential rotation reaches
+// the controller's pod template at once even when OpenStack hangs. A finished listing nudges the
+// controller through events, and the reconcile it causes applies the new decision. Only the very
+// first decision of an install, with no decision in force yet, is waited for, up to
+// Config.FirstTopologyWait: so that a healthy cloud gets a fresh install rolled out once, with
+// the right topology, and a hung one delays it by that bound at most.
 type topologyCache struct {
 	mu      sync.Mutex
 	key     string
 	checked time.Time
+	// done is whether any listing has finished; ok whether one succeeded.
+	done    bool
 	ok      bool
 	enabled bool
 	failure topology.Reason
 	message string
 	compute []string
 	volume  []string
+
+	// running is the listing in progress, nil when none is.
+	running *zoneListing
+	// awaited is set while a reconcile waits for the first decision: the result then goes to
+	// it, not through events.
+	awaited bool
+	// events nudges the controller when a listing finished.
+	events chan event.GenericEvent
+	// ctx ends every listing when the manager stops; wg counts the listings still running.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
-func newTopologyCache() *topologyCache { return &topologyCache{} }
+// zoneListing is one listing in the background.
+type zoneListing struct {
+	key    string
+	done   chan struct{}
+	cancel context.CancelFunc
+}
+
+func newTopologyCache() *topologyCache {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &topologyCache{events: make(chan event.GenericEvent, 1), ctx: ctx, cancel: cancel}
+}
+
+// Start implements manager.Runnable: it only waits for the manager to stop, then ends the
+// listings in progress and waits for them.
+func (c *topologyCache) Start(ctx context.Context) error {
+	<-ctx.Done()
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
 
 // detectionInputs are what a detection depends on.
 type detectionInputs struct {
@@ -65,19 +112,15 @@ type detectionInputs struct {
 	// Proxy is what OpenStack is reached through: the cluster-wide Proxy in standalone mode,
 	// the proxy of the operator's own environment on HyperShift. Empty connects directly.
 	Proxy configv1.ProxyStatus
+	// Decided is whether a decision is already in force (the live cloud-conf's): then there is
+	// nothing to wait for.
+	Decided bool
 }
 
-// detection returns what the zone listing says for in, listing the zones again only when due: when
-// the credentials changed, when the recheck interval passed since the last success, or a shorter
-// retry since the last failure.
-func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detection {
-	c := r.topology
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	// Everything detection depends on, so that a change of any of them detects again at once:
-	// new credentials, or a proxy that now lets OpenStack through.
-	key := confighash.Data(map[string]string{
+// key is everything a listing depends on, so that a change of any of them lists again at once:
+// new credentials, or a proxy that now lets OpenStack through.
+func (in detectionInputs) key() string {
+	return confighash.Data(map[string]string{
 		"clouds.yaml": string(in.CloudsYAML),
 		"cloud":       in.CloudName,
 		"ca":          string(in.CAPEM),
@@ -85,32 +128,97 @@ func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detectio
 		"https-proxy": in.Proxy.HTTPSProxy,
 		"no-proxy":    in.Proxy.NoProxy,
 	}, nil)
+}
+
+// detection returns what the zone listings said for in so far, starting a listing in the
+// background when one is due: when the credentials changed, when the recheck interval passed
+// since the last success, or a shorter retry since the last failure. It waits only for the first
+// decision of an install (see topologyCache).
+func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detection {
+	c := r.topology
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	key := in.key()
 	now := r.now()
 	interval := r.Config.TopologyRecheckInterval
 	retry := min(failedDetectionRetry, interval)
 	due := key != c.key || c.checked.IsZero() ||
 		(c.failure == "" && now.Sub(c.checked) >= interval) ||
 		(c.failure != "" && now.Sub(c.checked) >= retry)
-
 	if due {
 		c.key, c.checked = key, now
-		enabled, compute, volume, failure, message := r.detect(ctx, in)
-		c.failure, c.message = failure, message
-		if failure == "" {
-			c.ok, c.enabled, c.compute, c.volume = true, enabled, compute, volume
+		r.startListing(ctx, in, key)
+	}
+	if !c.done && !in.Decided && c.running != nil && r.Config.FirstTopologyWait > 0 {
+		running := c.running
+		c.awaited = true
+		c.mu.Unlock()
+		wait := time.NewTimer(r.Config.FirstTopologyWait)
+		select {
+		case <-running.done:
+		case <-wait.C:
+		case <-ctx.Done():
 		}
+		wait.Stop()
+		c.mu.Lock()
+		c.awaited = false
 	}
 
-	d := Detection{Failure: c.failure, FailureMessage: c.message, ComputeZones: c.compute, VolumeZones: c.volume}
+	d := Detection{Failure: c.failure, FailureMessage: c.message, ComputeZones: c.compute, VolumeZones: c.volume, Pending: !c.done}
 	if c.ok {
 		d.Enabled = ptrTo(c.enabled)
 	}
 	next := interval
-	if c.failure != "" {
+	if c.failure != "" || !c.done {
 		next = retry
 	}
 	d.RecheckIn = max(c.checked.Add(next).Sub(now), time.Second)
 	return d
+}
+
+// startListing lists the zones for in in the background, ending a listing for other inputs that
+// is still running: its answer would be for credentials no longer in use. c.mu is held.
+func (r *Reconciler) startListing(ctx context.Context, in detectionInputs, key string) {
+	c := r.topology
+	if c.running != nil {
+		if c.running.key == key {
+			return
+		}
+		c.running.cancel()
+	}
+	lctx, cancel := context.WithCancel(ctrl.LoggerInto(c.ctx, ctrl.LoggerFrom(ctx)))
+	l := &zoneListing{key: key, done: make(chan struct{}), cancel: cancel}
+	c.running = l
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer cancel()
+		defer close(l.done)
+		enabled, compute, volume, failure, message := r.detect(lctx, in)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.running != l {
+			return // ended for newer inputs
+		}
+		c.running = nil
+		c.done = true
+		c.failure, c.message = failure, message
+		if failure == "" {
+			c.ok, c.enabled, c.compute, c.volume = true, enabled, compute, volume
+		}
+		if !c.awaited {
+			c.nudge()
+		}
+	}()
+}
+
+// nudge makes the controller reconcile; one pending nudge is enough.
+func (c *topologyCache) nudge() {
+	select {
+	case c.events <- event.GenericEvent{Object: &operatorv1.ClusterCSIDriver{ObjectMeta: metav1.ObjectMeta{Name: names.ClusterCSIDriverName}}}:
+	default:
+	}
 }
 
 // detect lists the zones once, within the configured timeout, through the proxy the inputs name.
@@ -155,7 +263,14 @@ func (r *Reconciler) detect(ctx context.Context, in detectionInputs) (enabled bo
 // package's errors are already scrubbed of the credentials.
 func detectionFailed(ctx context.Context, err error) (topology.Reason, string) {
 	reason := topology.Classify(err)
-	ctrl.LoggerFrom(ctx).Error(err, "Listing the OpenStack availability zones failed", "reason", reason)
+	log := ctrl.LoggerFrom(ctx)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// Ended on purpose: for newer credentials, or the manager is stopping. Its result is
+		// dropped, so it is no failure.
+		log.V(2).Info("Zone listing ended before OpenStack answered", "reason", reason)
+	} else {
+		log.Error(err, "Listing the OpenStack availability zones failed", "reason", reason)
+	}
 	return reason, topology.Describe(err)
 }
 

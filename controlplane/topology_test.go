@@ -26,6 +26,10 @@ type fakeOpenStack struct {
 	compute, volume []string
 	clientErr       error
 	computeErr      error
+	// gate, when set, holds every compute listing until it is closed or the listing's context
+	// ends (a hanging Nova); ended counts the listings whose context ended first.
+	gate  chan struct{}
+	ended int
 	// detections counts NewZoneLister calls; configs records what each was given.
 	detections int
 	configs    []topology.Config
@@ -43,10 +47,45 @@ func (f *fakeOpenStack) newZoneLister(_ context.Context, cfg topology.Config) (t
 }
 
 // ComputeZones implements topology.ZoneLister.
-func (f *fakeOpenStack) ComputeZones(context.Context) ([]string, error) {
+func (f *fakeOpenStack) ComputeZones(ctx context.Context) ([]string, error) {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			f.mu.Lock()
+			f.ended++
+			f.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.compute, f.computeErr
+}
+
+// hang makes every compute listing from now on wait until the returned function is called.
+func (f *fakeOpenStack) hang() (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	gate := make(chan struct{})
+	f.gate = gate
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.gate == gate {
+			f.gate = nil
+		}
+		close(gate)
+	}
+}
+
+func (f *fakeOpenStack) endedCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ended
 }
 
 // VolumeZones implements topology.ZoneLister.
@@ -111,13 +150,26 @@ func withLastKnown(in decideInputs, v bool) decideInputs {
 }
 
 // decide is the reconciler's path from its inputs to a topology decision: a listing unless the
-// user overrides, then chooseTopology.
+// user overrides, then chooseTopology. A listing it starts runs to its end before the decision is
+// taken, as the reconcile its end causes would take it.
 func (r *Reconciler) decide(ctx context.Context, override *bool, in decideInputs) topologyDecision {
 	var det Detection
 	if override == nil {
+		r.detection(ctx, in.detectionInputs)
+		r.topology.waitIdle()
 		det = r.detection(ctx, in.detectionInputs)
 	}
 	return chooseTopology(override, det, in.lastKnown)
+}
+
+// waitIdle waits for the listing in progress, if any, to end.
+func (c *topologyCache) waitIdle() {
+	c.mu.Lock()
+	l := c.running
+	c.mu.Unlock()
+	if l != nil {
+		<-l.done
+	}
 }
 
 // errUnreachable is what dialling a Keystone that is down returns.
@@ -464,5 +516,130 @@ func TestDecideProxy(t *testing.T) {
 		d = r.decide(t.Context(), nil, proxied(detectionCreds("a"), proxy))
 		g.Expect(d.Failure).To(BeEmpty())
 		g.Expect(d.FailureMessage).To(BeEmpty())
+	})
+}
+
+// nudged reports whether the cache nudged the controller, consuming the nudge.
+func nudged(c *topologyCache) bool {
+	select {
+	case <-c.events:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestDetectionInBackground(t *testing.T) {
+	t.Parallel()
+	// newCase returns a fake OpenStack serving matching zones and a reconciler that waits up to
+	// firstWait for a first decision.
+	newCase := func(firstWait time.Duration) (*fakeOpenStack, *Reconciler) {
+		cloud := &fakeOpenStack{compute: []string{"az1", "az2"}, volume: []string{"az1", "az2"}}
+		r := newFakeClock().reconciler(cloud, 10*time.Minute)
+		r.Config.FirstTopologyWait = firstWait
+		return cloud, r
+	}
+
+	t.Run("When the credentials rotate while OpenStack hangs, it should keep the decision in force without waiting and nudge once the listing ends", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud, r := newCase(time.Hour)
+		g.Expect(r.decide(t.Context(), nil, detectionCreds("a")).Enabled).To(BeTrue())
+		nudged(r.topology)
+
+		release := cloud.hang()
+		cloud.set([]string{"az1", "other"}, []string{"az1", "az2"}, nil)
+		done := make(chan Detection)
+		go func() { done <- r.detection(t.Context(), detectionCreds("b").detectionInputs) }()
+		var d Detection
+		g.Eventually(done).Should(Receive(&d), "the reconcile must not wait for the hanging listing")
+		g.Expect(d.Enabled).To(HaveValue(BeTrue()), "the last decision stays in force")
+		g.Expect(d.Pending).To(BeFalse())
+		g.Expect(nudged(r.topology)).To(BeFalse())
+
+		release()
+		r.topology.waitIdle()
+		g.Expect(nudged(r.topology)).To(BeTrue())
+		d = r.detection(t.Context(), detectionCreds("b").detectionInputs)
+		g.Expect(d.Enabled).To(HaveValue(BeFalse()), "the new credentials' zones decide now")
+		g.Expect(cloud.count()).To(Equal(2))
+	})
+
+	t.Run("When a fresh install's first listing is slow, it should wait for the decision and not nudge", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud, r := newCase(time.Hour)
+		release := cloud.hang()
+		time.AfterFunc(50*time.Millisecond, release)
+		d := r.detection(t.Context(), detectionCreds("a").detectionInputs)
+		g.Expect(d.Enabled).To(HaveValue(BeTrue()))
+		g.Expect(d.Pending).To(BeFalse())
+		r.topology.waitIdle()
+		g.Expect(nudged(r.topology)).To(BeFalse(), "the waiting reconcile took the decision")
+	})
+
+	t.Run("When a fresh install's first listing hangs, it should go on without a decision after the bound and nudge when the listing ends", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud, r := newCase(20 * time.Millisecond)
+		release := cloud.hang()
+		in := detectionCreds("a")
+		d := r.detection(t.Context(), in.detectionInputs)
+		g.Expect(d.Pending).To(BeTrue())
+		g.Expect(d.Enabled).To(BeNil())
+		g.Expect(d.RecheckIn).To(Equal(failedDetectionRetry))
+		dec := chooseTopology(nil, d, nil)
+		g.Expect(dec.Enabled).To(BeFalse())
+		g.Expect(dec.Source).To(Equal(sourcePending))
+
+		release()
+		r.topology.waitIdle()
+		g.Expect(nudged(r.topology)).To(BeTrue())
+		g.Expect(r.detection(t.Context(), in.detectionInputs).Enabled).To(HaveValue(BeTrue()))
+		g.Expect(cloud.count()).To(Equal(1), "the reconcile the nudge causes reads the finished listing")
+	})
+
+	t.Run("When a decision is already in force, it should not wait for the first listing", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud, r := newCase(time.Hour)
+		release := cloud.hang()
+		defer release()
+		in := detectionCreds("a").detectionInputs
+		in.Decided = true
+		done := make(chan Detection)
+		go func() { done <- r.detection(t.Context(), in) }()
+		var d Detection
+		g.Eventually(done).Should(Receive(&d))
+		g.Expect(d.Pending).To(BeTrue())
+	})
+
+	t.Run("When the credentials change while a listing for the old ones hangs, it should end that listing and list with the new ones", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud, r := newCase(0)
+		release := cloud.hang()
+		r.detection(t.Context(), detectionCreds("a").detectionInputs)
+		r.detection(t.Context(), detectionCreds("b").detectionInputs)
+		g.Eventually(cloud.endedCount).Should(Equal(1), "the listing with the old credentials ends")
+		release()
+		r.topology.waitIdle()
+		g.Expect(cloud.count()).To(Equal(2))
+		g.Expect(r.detection(t.Context(), detectionCreds("b").detectionInputs).Enabled).To(HaveValue(BeTrue()))
+	})
+
+	t.Run("When the manager stops, it should end the listings in progress", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud, r := newCase(0)
+		release := cloud.hang()
+		defer release()
+		ctx, stop := context.WithCancel(t.Context())
+		stopped := make(chan error)
+		go func() { stopped <- r.topology.Start(ctx) }()
+		r.detection(t.Context(), detectionCreds("a").detectionInputs)
+		stop()
+		g.Eventually(stopped).Should(Receive(BeNil()))
+		g.Expect(cloud.endedCount()).To(Equal(1))
 	})
 }
