@@ -17,17 +17,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
@@ -38,6 +37,12 @@ const (
 	DefaultTopologyRecheckInterval = 10 * time.Minute
 	// DefaultOpenStackTimeout bounds one topology detection (authentication plus two lists).
 	DefaultOpenStackTimeout = 30 * time.Second
+	// DefaultFirstTopologyWait bounds how long a fresh install waits for its first topology
+	// decision before it applies the controller without one (topology off until the listing
+	// ends): a healthy cloud answers in well under a second, so the install rolls out once,
+	// with room for a slow Keystone or a busy operator; a hung cloud costs at most this, not
+	// the whole OpenStack timeout.
+	DefaultFirstTopologyWait = 10 * time.Second
 )
 
 // Config configures the controlplane manager.
@@ -55,6 +60,9 @@ type Config struct {
 	TopologyRecheckInterval time.Duration
 	// OpenStackTimeout bounds one topology detection.
 	OpenStackTimeout time.Duration
+	// FirstTopologyWait bounds the wait for the first topology decision of a fresh install;
+	// nothing else ever waits for OpenStack.
+	FirstTopologyWait time.Duration
 	// NewZoneLister builds the OpenStack client; tests and the default use topology.NewClient.
 	NewZoneLister func(context.Context, topology.Config) (topology.ZoneLister, error)
 	// Proxy is, on HyperShift, the proxy of the operator's own environment (HTTP_PROXY,
@@ -71,6 +79,9 @@ func (c *Config) defaults() {
 	if c.OpenStackTimeout <= 0 {
 		c.OpenStackTimeout = DefaultOpenStackTimeout
 	}
+	if c.FirstTopologyWait <= 0 {
+		c.FirstTopologyWait = DefaultFirstTopologyWait
+	}
 }
 
 // CacheOptions returns the cache options of the controlplane manager's two clusters. The
@@ -78,28 +89,27 @@ func (c *Config) defaults() {
 // these managers and none may watch it whole. The guest cache holds the ClusterCSIDriver and the
 // two ConfigMaps this manager reads or writes, selected by name.
 func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
-	byName := func(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }
 	mgmt = cache.Options{
 		DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}:            {Label: plan.ManagedSelector},
-			&corev1.ServiceAccount{}:        {Label: plan.ManagedSelector},
-			&corev1.Service{}:               {Label: plan.ManagedSelector},
-			&policyv1.PodDisruptionBudget{}: {Label: plan.ManagedSelector},
+			&appsv1.Deployment{}:            clusters.Owned,
+			&corev1.ServiceAccount{}:        clusters.Owned,
+			&corev1.Service{}:               clusters.Owned,
+			&policyv1.PodDisruptionBudget{}: clusters.Owned,
 			// The HostedControlPlane namespace holds many Secrets (etcd and kubeconfig
 			// material among them). Only the credentials are needed: list and watch that
 			// one Secret by name, so that the operator's RBAC can be limited to it
 			// (manifests/install) and no other Secret is ever sent to it.
-			&corev1.Secret{}: {Field: byName(names.CredentialsSecret)},
+			&corev1.Secret{}: {Field: clusters.ByName(names.CredentialsSecret)},
 		},
 	}
 	guestConfigMaps := map[string]cache.Config{
-		names.GuestNamespace:           {FieldSelector: byName(names.NodeCloudConf(cfg.HyperShift))},
-		names.OpenShiftConfigNamespace: {FieldSelector: byName(names.UserConfigMap)},
+		names.GuestNamespace:           {FieldSelector: clusters.ByName(names.NodeCloudConf(cfg.HyperShift))},
+		names.OpenShiftConfigNamespace: {FieldSelector: clusters.ByName(names.UserConfigMap)},
 	}
 	guest = cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&operatorv1.ClusterCSIDriver{}: {Field: byName(names.ClusterCSIDriverName)},
+			&operatorv1.ClusterCSIDriver{}: {Field: clusters.ByName(names.ClusterCSIDriverName)},
 			&corev1.ConfigMap{}:            {Namespaces: guestConfigMaps},
 		},
 	}
@@ -107,13 +117,13 @@ func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
 		// The cloud-provider config holding the CA is named by Infrastructure, so it cannot
 		// be selected by a fixed name: openshift-config has few ConfigMaps.
 		guestConfigMaps[names.OpenShiftConfigNamespace] = cache.Config{}
-		guest.ByObject[&configv1.Infrastructure{}] = cache.ByObject{Field: byName(names.InfrastructureName)}
-		guest.ByObject[&configv1.Proxy{}] = cache.ByObject{Field: byName(names.ProxyName)}
+		guest.ByObject[&configv1.Infrastructure{}] = cache.ByObject{Field: clusters.ByName(names.InfrastructureName)}
+		guest.ByObject[&configv1.Proxy{}] = cache.ByObject{Field: clusters.ByName(names.ProxyName)}
 		// The ServiceMonitor is watched once its CRD is served, so a cluster without the
 		// monitoring stack costs nothing. Its informer covers the controller namespace
 		// unfiltered: a per-kind option would need the kind's REST mapping when the cache
 		// is built, before the CRD may exist, and the namespace holds few ServiceMonitors.
-		guest.ByObject[&apiextensionsv1.CustomResourceDefinition{}] = cache.ByObject{Field: byName(names.ServiceMonitorCRD)}
+		guest.ByObject[&apiextensionsv1.CustomResourceDefinition{}] = cache.ByObject{Field: clusters.ByName(names.ServiceMonitorCRD)}
 	}
 	return mgmt, guest
 }
@@ -139,6 +149,10 @@ func Setup(mgr ctrl.Manager, mgmt, guest cluster.Cluster, cfg Config) error {
 		}
 	}
 	r.Config = cfg
+	// The zone listings run beside the reconciles and end with the manager.
+	if err := mgr.Add(r.topology); err != nil {
+		return fmt.Errorf("adding the zone listings: %w", err)
+	}
 	if err := r.SetupWithManager(mgr, mgmt, guest); err != nil {
 		return fmt.Errorf("setting up the controlplane reconciler: %w", err)
 	}

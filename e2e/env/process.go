@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -16,12 +17,14 @@ import (
 
 // Processes are operator processes started from the built binary, as a platform would run it.
 type Processes struct {
+	mu    sync.Mutex
 	procs []*operatorProcess
 	// exited receives the first process that ends on its own, before Stop.
 	exited chan error
-	// MetricsAddrs are the managers' /metrics addresses, by manager name.
+	// MetricsAddrs are the processes' /metrics addresses, by process name (its subcommand:
+	// hostedcluster, controlplane, guest or standalone).
 	MetricsAddrs map[string]string
-	// HealthAddrs are the managers' /healthz and /readyz addresses, by manager name.
+	// HealthAddrs are the processes' /healthz and /readyz addresses, by process name.
 	HealthAddrs map[string]string
 }
 
@@ -44,11 +47,20 @@ type ProcessOptions struct {
 	Output io.Writer
 	// TopologyRecheckInterval, when set, is passed as --topology-recheck-interval.
 	TopologyRecheckInterval time.Duration
+	// PodName, when set, is passed as POD_NAME (with POD_NAMESPACE the environment's namespace)
+	// to every process, as the downward API passes it to the containers of one operator pod.
+	// Without it each start gets a new leader election identity.
+	PodName string
+	// Split runs, in HyperShift mode, the controlplane and guest managers as two processes
+	// (each with its own lease), as a split deployment does, instead of the one hostedcluster
+	// process of the install manifests.
+	Split bool
 }
 
-// StartOperatorProcesses runs the operator binary against the environment: the controlplane and
-// guest managers in HyperShift mode, the standalone one otherwise. Both write their kubeconfigs'
-// paths, namespace and images exactly as a deployment would pass them.
+// StartOperatorProcesses runs the operator binary against the environment: in HyperShift mode
+// the hostedcluster process (both managers, one lease), or with Split the controlplane and guest
+// processes; the standalone one otherwise. It passes the kubeconfigs' paths, namespace and images
+// exactly as a deployment would. Processes are named by their subcommand.
 func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 	if o.Output == nil {
 		o.Output = io.Discard
@@ -67,17 +79,23 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 	for k, v := range operandImages {
 		environ = append(environ, k+"="+v)
 	}
+	if o.PodName != "" {
+		environ = append(environ, "POD_NAME="+o.PodName, "POD_NAMESPACE="+e.Namespace)
+	}
 	type run struct {
 		name string
 		args []string
 	}
 	var runs []run
-	if e.Mode == ModeHyperShift {
+	switch {
+	case e.Mode == ModeHyperShift && !o.Split:
+		runs = []run{{"hostedcluster", []string{"hostedcluster", "--kubeconfig=" + mgmtKubeconfig, "--guest-kubeconfig=" + guestKubeconfig}}}
+	case e.Mode == ModeHyperShift:
 		runs = []run{
 			{"controlplane", []string{"controlplane", "--kubeconfig=" + mgmtKubeconfig, "--guest-kubeconfig=" + guestKubeconfig}},
 			{"guest", []string{"guest", "--kubeconfig=" + mgmtKubeconfig, "--guest-kubeconfig=" + guestKubeconfig}},
 		}
-	} else {
+	default:
 		runs = []run{{"standalone", []string{"standalone", "--kubeconfig=" + mgmtKubeconfig}}}
 	}
 	for _, r := range runs {
@@ -102,28 +120,55 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 		}
 		cmd.Env = environ
 		cmd.Stdout, cmd.Stderr = o.Output, o.Output
-		// The operator dies with its parent, so an interrupted run leaves nothing behind.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
+		op, err := p.start(r.name, cmd)
+		if err != nil {
 			_ = p.Stop()
-			return nil, fmt.Errorf("starting %s: %w", r.name, err)
+			return nil, err
 		}
-		op := &operatorProcess{name: r.name, cmd: cmd, done: make(chan struct{})}
-		go func() {
-			op.err = cmd.Wait()
-			close(op.done)
-			if op.stopping.Load() {
-				return
-			}
-			select {
-			case p.exited <- fmt.Errorf("the %s manager exited on its own: %w", op.name, op.err):
-			default: // Another process's exit was reported first.
-			}
-		}()
 		p.procs = append(p.procs, op)
 		p.MetricsAddrs[r.name], p.HealthAddrs[r.name] = metrics, health
 	}
 	return p, nil
+}
+
+// ProcessID names a running operator process.
+type ProcessID struct {
+	Name string
+	Pid  int
+}
+
+// Pids returns the running processes' ids, in start order, for a user who wants to look at
+// them (their memory, for one).
+func (p *Processes) Pids() []ProcessID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]ProcessID, 0, len(p.procs))
+	for _, op := range p.procs {
+		out = append(out, ProcessID{Name: op.name, Pid: op.cmd.Process.Pid})
+	}
+	return out
+}
+
+// start starts cmd as the manager name and watches for its exit.
+func (p *Processes) start(name string, cmd *exec.Cmd) (*operatorProcess, error) {
+	// The operator dies with its parent, so an interrupted run leaves nothing behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	op := &operatorProcess{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		op.err = cmd.Wait()
+		close(op.done)
+		if op.stopping.Load() {
+			return
+		}
+		select {
+		case p.exited <- fmt.Errorf("the %s manager exited on its own: %w", op.name, op.err):
+		default: // Another process's exit was reported first.
+		}
+	}()
+	return op, nil
 }
 
 // Exited receives an error naming the manager when one of the processes ends before Stop: an
@@ -131,13 +176,82 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 // waiting for the driver to become available should say so rather than time out.
 func (p *Processes) Exited() <-chan error { return p.exited }
 
+// process returns the running process of the manager name.
+func (p *Processes) process(name string) (*operatorProcess, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, op := range p.procs {
+		if op.name == name {
+			return op, nil
+		}
+	}
+	return nil, fmt.Errorf("no %s manager process", name)
+}
+
+// Kill kills the manager name with SIGKILL, as a crash or an out-of-memory kill ends it: no
+// shutdown code runs and the leader lease is left held. It returns once the process is gone.
+func (p *Processes) Kill(name string) error {
+	return p.signal(name, syscall.SIGKILL)
+}
+
+// Terminate sends the manager name SIGTERM, as the kubelet stops a container, and waits up to
+// a minute for it to end.
+func (p *Processes) Terminate(name string) error {
+	return p.signal(name, syscall.SIGTERM)
+}
+
+func (p *Processes) signal(name string, sig syscall.Signal) error {
+	op, err := p.process(name)
+	if err != nil {
+		return err
+	}
+	op.stopping.Store(true)
+	if err := op.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signalling the %s manager: %w", name, err)
+	}
+	select {
+	case <-op.done:
+		return nil
+	case <-time.After(time.Minute):
+		return fmt.Errorf("the %s manager did not end within a minute of %s", name, sig)
+	}
+}
+
+// Restart starts the manager name again, after Kill or Terminate, with the same arguments
+// and environment: a container the kubelet restarts in the same pod.
+func (p *Processes) Restart(name string) error {
+	old, err := p.process(name)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-old.done:
+	default:
+		return fmt.Errorf("the %s manager is still running", name)
+	}
+	cmd := exec.Command(old.cmd.Path, old.cmd.Args[1:]...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = old.cmd.Env, old.cmd.Stdout, old.cmd.Stderr
+	op, err := p.start(name, cmd)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.procs[slices.Index(p.procs, old)] = op
+	return nil
+}
+
 // Stop terminates the processes (SIGTERM, then SIGKILL after ten seconds) and waits for them.
 func (p *Processes) Stop() error {
-	for _, op := range p.procs {
+	p.mu.Lock()
+	procs := p.procs
+	p.procs = nil
+	p.mu.Unlock()
+	for _, op := range procs {
 		op.stopping.Store(true)
 	}
 	var errs []error
-	for _, op := range p.procs {
+	for _, op := range procs {
 		_ = op.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-op.done:
@@ -151,7 +265,6 @@ func (p *Processes) Stop() error {
 			errs = append(errs, op.err)
 		}
 	}
-	p.procs = nil
 	return errors.Join(errs...)
 }
 
@@ -162,4 +275,19 @@ func freeAddr() (string, error) {
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	return addr, l.Close()
+}
+
+// Ended reports whether the manager name has ended, on its own or after Kill or Terminate, and
+// not been started again since.
+func (p *Processes) Ended(name string) (bool, error) {
+	op, err := p.process(name)
+	if err != nil {
+		return false, err
+	}
+	select {
+	case <-op.done:
+		return true, nil
+	default:
+		return false, nil
+	}
 }

@@ -59,6 +59,11 @@ type Options struct {
 	LeaderElectionConfig    *rest.Config
 	LeaderElectionNamespace string
 	LeaderElectionID        string
+	// LeaderElectionIdentity is who holds the lease while this manager leads: stable across
+	// restarts of the same pod (its name), so that a restarted container takes its own lease
+	// back at once instead of waiting LeaseDuration for it. Empty means the host name plus a
+	// random suffix, new at every start.
+	LeaderElectionIdentity string
 
 	// MetricsBindAddress and HealthProbeBindAddress are where /metrics and /healthz, /readyz
 	// listen; "0" disables them.
@@ -76,6 +81,8 @@ type Manager struct {
 	// Secondary is the other cluster, or nil when the manager talks to one cluster only.
 	Secondary cluster.Cluster
 	extra     []cluster.Cluster
+	// leaderEvents records the leader-election Events; nil without leader election.
+	leaderEvents *leaderEvents
 }
 
 // New builds a manager from o. Nothing runs until Start.
@@ -90,8 +97,12 @@ func New(o Options) (*Manager, error) {
 	if leaderConfig == nil {
 		leaderConfig = o.Primary
 	}
+	// Reads wait for an API server that is down rather than fail (see awaitAPIServer), so that
+	// the informers watch again as soon as it is back.
+	log := o.Logger.WithName("apiserver")
+	primary := awaitAPIServer(o.Primary, log, false)
 
-	mgr, err := manager.New(o.Primary, manager.Options{
+	opts := manager.Options{
 		Scheme:                        o.Scheme,
 		Logger:                        o.Logger,
 		Cache:                         o.PrimaryCache,
@@ -106,14 +117,28 @@ func New(o Options) (*Manager, error) {
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
 		HealthProbeBindAddress:        o.HealthProbeBindAddress,
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation)},
-	})
+	}
+	m := &Manager{}
+	if o.LeaderElection {
+		// Whatever the field's documentation says, controller-runtime still takes the
+		// timings, the release on cancel and the lock's name (for its metrics) from the
+		// options above; only the lock itself is ours.
+		// The lease's reads wait for its API server only while the manager runs, never when
+		// the lease is released at shutdown.
+		lock, events, err := newLeaderLock(awaitAPIServer(leaderConfig, log.WithValues("client", "leader-election"), true), o.Scheme, o)
+		if err != nil {
+			return nil, fmt.Errorf("building the %s manager's leader election: %w", o.Name, err)
+		}
+		opts.LeaderElectionResourceLockInterface, m.leaderEvents = lock, events
+	}
+	mgr, err := manager.New(primary, opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the %s manager: %w", o.Name, err)
 	}
-	m := &Manager{Manager: mgr}
+	m.Manager = mgr
 
 	if o.Secondary != nil {
-		c, err := cluster.New(o.Secondary, func(co *cluster.Options) {
+		c, err := cluster.New(awaitAPIServer(o.Secondary, log, false), func(co *cluster.Options) {
 			co.Scheme = o.Scheme
 			co.Logger = o.Logger
 			co.Cache = o.SecondaryCache
@@ -134,6 +159,15 @@ func New(o Options) (*Manager, error) {
 		return nil, fmt.Errorf("adding the readiness check: %w", err)
 	}
 	return m, nil
+}
+
+// Start runs the manager until ctx is done and, with leader election, records the
+// leader-election Events meanwhile. It returns once the lease is released.
+func (m *Manager) Start(ctx context.Context) error {
+	if m.leaderEvents != nil {
+		defer m.leaderEvents.start()()
+	}
+	return m.Manager.Start(withManagerContext(ctx))
 }
 
 // cachesSynced reports ready once the caches of both clusters have synced, so a rollout of the
@@ -159,7 +193,7 @@ func (m *Manager) cachesSynced(req *http.Request) error {
 // it to give each reconciler the same narrowed caches it has in HyperShift mode, all on the one
 // API server and under one leader election.
 func (m *Manager) AddCluster(name string, cfg *rest.Config, opts cache.Options) (cluster.Cluster, error) {
-	c, err := cluster.New(cfg, func(co *cluster.Options) {
+	c, err := cluster.New(awaitAPIServer(cfg, m.GetLogger().WithName("apiserver"), false), func(co *cluster.Options) {
 		co.Scheme = m.GetScheme()
 		co.Logger = m.GetLogger().WithName(name)
 		co.Cache = opts
