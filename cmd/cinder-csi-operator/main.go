@@ -1,6 +1,7 @@
 // Command cinder-csi-operator installs, configures and keeps healthy the OpenStack Cinder CSI
 // driver on OpenShift: in HyperShift mode as two managers (controlplane beside the hosted control
-// plane, guest against the hosted cluster), in standalone mode as both in one process.
+// plane, guest against the hosted cluster), both in one process (hostedcluster) or each in its
+// own (controlplane, guest); in standalone mode as both in one process.
 package main
 
 import (
@@ -19,6 +20,7 @@ func main() {
 const usage = `Usage: cinder-csi-operator <command> [flags]
 
 Commands:
+  hostedcluster run both managers of a hosted cluster in one process, with one leader lease
   controlplane  run the management-side manager of a hosted cluster (CSI controller, cloud-conf)
   guest         run the guest-side manager of a hosted cluster (node plugin, CSIDriver, StorageClass)
   standalone    run both managers in one process against one OpenShift cluster
@@ -35,6 +37,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var err error
 	switch args[0] {
+	case "hostedcluster":
+		err = runHostedCluster(args[1:], stderr)
 	case "controlplane":
 		err = runControlPlane(args[1:], stderr)
 	case "guest":

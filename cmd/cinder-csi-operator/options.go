@@ -74,6 +74,26 @@ func (f *managerFlags) parse(fs *flag.FlagSet, args []string, defaultNamespace s
 	return nil
 }
 
+// leaderIdentity is the leader election identity of a process in a pod: its pod's name, from
+// POD_NAME (the downward API's metadata.name), prefixed with POD_NAMESPACE when that is set.
+// The name is the same for every restart of a container in the pod, so a container the kubelet
+// restarts after a crash finds the lease still held by its own identity and takes it back at
+// once, instead of waiting out the 137 s lease of its previous run. No two pods share the name
+// within a namespace, and the namespace makes it unique beyond, for a lease namespace set with
+// --leader-election-namespace. In a split deployment the containers of one pod (controlplane and
+// guest) share it, which is safe because each holds its own lease. Outside a pod it is empty: each start then gets a
+// new random identity (see clusters.Options).
+func leaderIdentity(getenv func(string) string) string {
+	name := strings.TrimSpace(getenv("POD_NAME"))
+	if name == "" {
+		return ""
+	}
+	if ns := strings.TrimSpace(getenv("POD_NAMESPACE")); ns != "" {
+		return ns + "/" + name
+	}
+	return name
+}
+
 func detectNamespace(fallback string) string {
 	if ns := strings.TrimSpace(os.Getenv("POD_NAMESPACE")); ns != "" {
 		return ns
@@ -126,6 +146,7 @@ func (f *managerFlags) common(stderr io.Writer) operator.Common {
 		LogLevel:                live,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionNamespace: f.leaderElectionNamespace,
+		LeaderElectionIdentity:  leaderIdentity(os.Getenv),
 		MetricsBindAddress:      f.metricsAddr,
 		HealthProbeBindAddress:  f.probeAddr,
 	}

@@ -57,10 +57,11 @@ type OperatorOptions struct {
 	// reads from HTTP_PROXY, HTTPS_PROXY and NO_PROXY; standalone mode follows the Proxy object.
 	Proxy configv1.ProxyStatus
 	// WrapConfig, when set, adjusts the REST configuration a manager ("controlplane", "guest"
-	// or "standalone") uses for a cluster (ClusterManagement or ClusterGuest; the one cluster
-	// of standalone mode is ClusterManagement), for example to impersonate the operator's
-	// ServiceAccount so that the managers run under exactly the RBAC of the install manifests.
-	// It gets a copy it may change and return.
+	// or "standalone"; "hostedcluster" for the leader election of HyperShift mode) uses for a
+	// cluster (ClusterManagement or ClusterGuest; the one cluster of standalone mode is
+	// ClusterManagement), for example to impersonate the operator's ServiceAccount so that the
+	// managers run under exactly the RBAC of the install manifests. It gets a copy it may
+	// change and return.
 	WrapConfig func(manager, cluster string, cfg *rest.Config) *rest.Config
 }
 
@@ -70,10 +71,13 @@ const (
 	ClusterGuest      = "guest"
 )
 
-// Operator is an operator running in this process: in HyperShift mode the controlplane and guest
-// managers, in standalone mode the one.
+// Operator is an operator running in this process, built as the command builds it: in HyperShift
+// mode the hostedcluster operator (both managers, one leader election), in standalone mode the
+// standalone one.
 type Operator struct {
-	// Requests record every API request of each manager, by manager name.
+	// Requests record every API request of each manager, by manager name: "controlplane" and
+	// "guest" for the reconcilers' requests, "hostedcluster" for the leader election of
+	// HyperShift mode (its lease and Events), "standalone" for everything in standalone mode.
 	Requests map[string]*RequestLog
 	// Reconciles count the finished reconciles of this operator's controllers, by controller
 	// name (controller-runtime's metrics add up every operator in the process).
@@ -134,23 +138,24 @@ func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
 
 	var managers []*clusters.Manager
 	if e.Mode == ModeHyperShift {
-		cp := operator.ControlPlane{Common: common(), Mgmt: counted("controlplane", ClusterManagement, e.MgmtConfig()), Guest: counted("controlplane", ClusterGuest, e.GuestConfig())}
-		cp.LeaderConfig = cp.Mgmt
-		cp.Config.Namespace, cp.Config.Images = e.Namespace, ctrlImages
-		cp.Config.TopologyRecheckInterval, cp.Config.OpenStackTimeout = o.TopologyRecheckInterval, o.OpenStackTimeout
-		cp.Config.Proxy = o.Proxy
-		m, err := operator.NewControlPlane(cp)
+		// One manager, as the hostedcluster command runs it; each reconciler gets its own
+		// request log, and the lease is counted apart from both.
+		h := operator.HostedCluster{
+			Common:            common(),
+			Mgmt:              counted("controlplane", ClusterManagement, e.MgmtConfig()),
+			ControlPlaneGuest: counted("controlplane", ClusterGuest, e.GuestConfig()),
+			Guest:             counted("guest", ClusterGuest, e.GuestConfig()),
+		}
+		h.LeaderConfig = counted("hostedcluster", ClusterManagement, e.MgmtConfig())
+		h.ControlPlaneConfig.Namespace, h.ControlPlaneConfig.Images = e.Namespace, ctrlImages
+		h.ControlPlaneConfig.TopologyRecheckInterval, h.ControlPlaneConfig.OpenStackTimeout = o.TopologyRecheckInterval, o.OpenStackTimeout
+		h.ControlPlaneConfig.Proxy = o.Proxy
+		h.GuestConfig.Images = nodeImages
+		m, err := operator.NewHostedCluster(h)
 		if err != nil {
 			return nil, err
 		}
-		g := operator.Guest{Common: common(), Guest: counted("guest", ClusterGuest, e.GuestConfig())}
-		g.LeaderConfig = counted("guest", ClusterManagement, e.MgmtConfig())
-		g.Config.Images = nodeImages
-		gm, err := operator.NewGuest(g)
-		if err != nil {
-			return nil, err
-		}
-		managers = append(managers, m, gm)
+		managers = append(managers, m)
 	} else {
 		s := operator.Standalone{Common: common(), Cluster: counted("standalone", ClusterManagement, e.MgmtConfig())}
 		s.ControlPlane.Namespace, s.ControlPlane.Images, s.Guest.Images = e.Namespace, ctrlImages, nodeImages

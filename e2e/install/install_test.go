@@ -26,8 +26,8 @@ import (
 )
 
 // TestHyperShiftInstall applies hypershift/management.yaml to a management cluster and
-// hypershift/guest.yaml to a guest cluster, then runs the controlplane and guest managers with
-// leader election, each as the ServiceAccounts those files bind (management side:
+// hypershift/guest.yaml to a guest cluster, then runs the operator as the hostedcluster command
+// does (both managers, one leader election), on each cluster as the ServiceAccount those files bind (management side:
 // clusters-<name>/cinder-csi-operator; guest side: openshift-cluster-csi-drivers/cinder-csi-operator),
 // through install, Events, managementState Removed and back. Any request the RBAC denies fails
 // the test.
@@ -76,7 +76,9 @@ func TestHyperShiftInstall(t *testing.T) {
 	ids := map[string]rest.ImpersonationConfig{env.ClusterManagement: mgmtID, env.ClusterGuest: guestID}
 	start := time.Now()
 	op := e.RunOperatorForTest(t, env.OperatorOptions{LeaderElection: true, WrapConfig: log.wrapConfig(t, ids)})
-	allKeys := []string{"controlplane@" + env.ClusterManagement, "controlplane@" + env.ClusterGuest, "guest@" + env.ClusterGuest, "guest@" + env.ClusterManagement}
+	// The guest manager sends nothing to the management cluster: the process's one lease is
+	// the leader election's.
+	allKeys := []string{"controlplane@" + env.ClusterManagement, "controlplane@" + env.ClusterGuest, "guest@" + env.ClusterGuest, "hostedcluster@" + env.ClusterManagement}
 
 	t.Run("When both managers run as the operator's ServiceAccounts, it should install the driver to Available", func(t *testing.T) {
 		waitAvailable(t, e)
@@ -86,8 +88,10 @@ func TestHyperShiftInstall(t *testing.T) {
 		log.expectAllowed(t, allKeys...)
 	})
 
-	t.Run("When leader election is on, both managers should hold their lease on the management cluster", func(t *testing.T) {
-		waitLeases(t, e.MgmtClient, e.Namespace, names.LeaderElectionControlPlane, names.LeaderElectionGuest)
+	t.Run("When leader election is on, the operator should hold its one lease on the management cluster", func(t *testing.T) {
+		waitLeases(t, e.MgmtClient, e.Namespace, names.LeaderElectionControlPlane)
+		err := e.MgmtClient.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: names.LeaderElectionGuest}, &coordinationv1.Lease{})
+		NewWithT(t).Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the split layout's guest lease: %v", err)
 	})
 
 	t.Run("When the configuration turns bad and good again, it should record Events in the guest", func(t *testing.T) {

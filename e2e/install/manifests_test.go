@@ -154,7 +154,7 @@ func TestInstallManifests(t *testing.T) {
 
 // expectHyperShiftPodRules checks the hosted-control-plane rules of the HyperShift operator
 // Deployment: management KAS access, the HCP label, priority class, tolerations and affinities,
-// the guest kubeconfig, and the two managers with their own ports and images.
+// the guest kubeconfig, and the one container that runs both managers, with the images of both.
 func expectHyperShiftPodRules(g Gomega, dep *appsv1.Deployment) {
 	pod := dep.Spec.Template.Spec
 	ns := dep.Namespace
@@ -191,24 +191,28 @@ func expectHyperShiftPodRules(g Gomega, dep *appsv1.Deployment) {
 	}
 	g.Expect(guestVolume).To(BeTrue(), "a volume from Secret %s", names.GuestKubeconfigSecret)
 
-	byName := map[string]corev1.Container{}
-	for _, c := range pod.Containers {
-		byName[c.Name] = c
+	// One container runs both managers, with one leader lease.
+	g.Expect(pod.Containers).To(HaveLen(1))
+	c := pod.Containers[0]
+	g.Expect(c.Args).NotTo(BeEmpty())
+	g.Expect(c.Args[0]).To(Equal("hostedcluster"))
+	g.Expect(c.Args).To(ContainElement("--guest-kubeconfig=" + guestKubeconfigDir + "/" + names.KeyKubeconfig))
+	g.Expect(flagValue(c.Args, "--metrics-bind-address")).To(Equal(":8080"))
+	g.Expect(flagValue(c.Args, "--health-probe-bind-address")).To(Equal(":8081"))
+	ctrl, err := images.ControllerImages(envLookup(c), true)
+	g.Expect(err).NotTo(HaveOccurred(), "controller images")
+	_, err = images.NodeImages(envLookup(c))
+	g.Expect(err).NotTo(HaveOccurred(), "node images")
+	// The controller runs on the management cluster: every image it has a control-plane
+	// variable for comes from the control-plane release payload, not from the guest's.
+	for env, got := range map[string]string{
+		images.EnvDriverControlPlane: ctrl.Driver, images.EnvLivenessProbeControlPlane: ctrl.LivenessProbe,
+		images.EnvKubeRBACProxyControlPlane: ctrl.KubeRBACProxy,
+	} {
+		want, ok := envLookup(c)(env)
+		g.Expect(ok).To(BeTrue(), "%s is set", env)
+		g.Expect(got).To(Equal(want), env)
 	}
-	g.Expect(byName).To(HaveLen(2))
-	for name, ports := range map[string][2]string{"controlplane": {":8080", ":8081"}, "guest": {":8082", ":8083"}} {
-		c, ok := byName[name]
-		g.Expect(ok).To(BeTrue(), "container %s", name)
-		g.Expect(c.Args).NotTo(BeEmpty())
-		g.Expect(c.Args[0]).To(Equal(name))
-		g.Expect(c.Args).To(ContainElement("--guest-kubeconfig=" + guestKubeconfigDir + "/" + names.KeyKubeconfig))
-		g.Expect(flagValue(c.Args, "--metrics-bind-address")).To(Equal(ports[0]), name)
-		g.Expect(flagValue(c.Args, "--health-probe-bind-address")).To(Equal(ports[1]), name)
-	}
-	_, err := images.ControllerImages(envLookup(byName["controlplane"]), true)
-	g.Expect(err).NotTo(HaveOccurred(), "controller images of the controlplane container")
-	_, err = images.NodeImages(envLookup(byName["guest"]))
-	g.Expect(err).NotTo(HaveOccurred(), "node images of the guest container")
 }
 
 // rulesOf returns the rules of a Role or ClusterRole, nil for other objects.
@@ -225,8 +229,8 @@ func rulesOf(d doc) []rbacv1.PolicyRule {
 // expectCommonPodRules checks the rules every operator pod follows: non-root with the runtime's
 // seccomp profile, the operator's ServiceAccount, and per container resource requests, a
 // read-only root filesystem, no privilege escalation, no capabilities, FallbackToLogsOnError,
-// IfNotPresent, health probes on the probe port it serves, its own ports, and POD_NAMESPACE from
-// the downward API.
+// IfNotPresent, health probes on the probe port it serves, its own ports, and POD_NAMESPACE and
+// POD_NAME (the leader election identity) from the downward API.
 func expectCommonPodRules(g Gomega, dep *appsv1.Deployment) {
 	pod := dep.Spec.Template.Spec
 	g.Expect(pod.ServiceAccountName).To(Equal(operatorSA))
@@ -256,6 +260,8 @@ func expectCommonPodRules(g Gomega, dep *appsv1.Deployment) {
 
 		g.Expect(c.Env).To(ContainElement(corev1.EnvVar{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}), c.Name)
+		g.Expect(c.Env).To(ContainElement(corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}), c.Name)
 
 		metrics := bindPort(g, flagValue(c.Args, "--metrics-bind-address"))
 		probes := bindPort(g, flagValue(c.Args, "--health-probe-bind-address"))

@@ -142,12 +142,20 @@ func TestCaches(t *testing.T) {
 		for _, res := range []string{"daemonsets", "serviceaccounts", "configmaps", "clusterroles", "clusterrolebindings", "csidrivers", "storageclasses", "clustercsidrivers", "customresourcedefinitions"} {
 			g.Expect(watched).To(HaveKey(res), "no list or watch of %s by the guest manager", res)
 		}
-		// On the management cluster the guest manager only holds its lease (and records the
-		// leader-election Event there).
-		for _, r := range requests("guest", mgmtHost) {
-			g.Expect(r.target.Resource).To(BeElementOf("leases", "events"), "guest manager request to the management cluster: %s", describe(r.Request))
-			g.Expect(r.target.Namespace).To(Equal(e.Namespace), "guest manager lease outside %s: %s", e.Namespace, describe(r.Request))
+		// The guest manager sends nothing to the management cluster: the operator's one lease
+		// is held by the process (the split guest process holds a lease of its own there).
+		g.Expect(requests("guest", mgmtHost)).To(BeEmpty(), "guest manager requests to the management cluster")
+	})
+
+	t.Run("When the operator elects its leader, it should only hold its lease and record its Events, in its own namespace on the management cluster", func(t *testing.T) {
+		g := NewWithT(t)
+		all := requests(leaderLog, mgmtHost)
+		g.Expect(all).NotTo(BeEmpty())
+		for _, r := range all {
+			g.Expect(r.target.Resource).To(BeElementOf("leases", "events"), "leader election request: %s", describe(r.Request))
+			g.Expect(r.target.Namespace).To(Equal(e.Namespace), "leader election request outside %s: %s", e.Namespace, describe(r.Request))
 		}
+		g.Expect(requests(leaderLog, guestHost)).To(BeEmpty(), "leader election requests to the guest")
 	})
 
 	t.Run("When the controlplane manager watches the guest, it should watch only the ClusterCSIDriver and its ConfigMaps, by name or namespace", func(t *testing.T) {

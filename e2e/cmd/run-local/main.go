@@ -44,6 +44,7 @@ func run() error {
 	exitWhenAvailable := flag.Bool("exit-when-available", false, "stop everything once the driver is available (for scripted checks)")
 	realNodes := flag.String("real-nodes", "auto", "auto (real nodes where this host allows them, kwok nodes otherwise), true or false")
 	binDir := flag.String("bin", "bin", "directory of the kubelet and the operand images (make operand-images), for real nodes")
+	split := flag.Bool("split", false, "in hypershift mode, run the controlplane and guest managers as two processes (a split deployment) instead of the one hostedcluster process")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -107,7 +108,7 @@ func run() error {
 	}
 	defer func() { _ = logFile.Close() }()
 	opStart := time.Now()
-	procs, err := e.StartOperatorProcesses(env.ProcessOptions{Binary: *binary, Output: logFile})
+	procs, err := e.StartOperatorProcesses(env.ProcessOptions{Binary: *binary, Output: logFile, Split: *split})
 	if err != nil {
 		return err
 	}
@@ -117,6 +118,9 @@ func run() error {
 		}
 	}()
 	fmt.Printf("Operator started (log: %s)\n", logPath)
+	for _, p := range procs.Pids() {
+		fmt.Printf("  %s: pid %d\n", p.Name, p.Pid)
+	}
 
 	d, err := waitAvailable(ctx, e.GuestClient, procs.Exited(), 5*time.Minute)
 	if err != nil {

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+)
+
+// runHostedCluster runs both managers of one hosted cluster in one process: the controlplane
+// reconciler against the management cluster (--kubeconfig) and the guest (--guest-kubeconfig),
+// the guest reconciler against the guest, under one leader election on the management cluster.
+// It takes the union of the controlplane and guest commands' flags and the union of their
+// images.
+func runHostedCluster(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hostedcluster", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f managerFlags
+	f.bind(fs, true, ":8080", ":8081")
+	var o operator.HostedCluster
+	bindTopologyFlags(fs, &o.ControlPlaneConfig)
+	if err := f.parse(fs, args, ""); err != nil {
+		return err
+	}
+	if f.guestKubeconfig == "" {
+		return errors.New("--guest-kubeconfig is required")
+	}
+	var err error
+	// Both sets are checked before anything starts, so one message names every missing image.
+	ctrlImages, ctrlErr := images.ControllerImages(os.LookupEnv, true)
+	nodeImages, nodeErr := images.NodeImages(os.LookupEnv)
+	if err := errors.Join(ctrlErr, nodeErr); err != nil {
+		return err
+	}
+	o.ControlPlaneConfig.Images, o.GuestConfig.Images = ctrlImages, nodeImages
+	o.ControlPlaneConfig.Namespace = f.namespace
+	o.ControlPlaneConfig.Proxy = environmentProxy()
+	o.Common = f.common(stderr)
+	if o.Mgmt, err = restConfig(f.kubeconfig, userAgent("controlplane")); err != nil {
+		return err
+	}
+	// Each reconciler reaches the guest under its own user agent, as the split processes do, so
+	// the guest API server's audit log tells their requests apart.
+	if o.ControlPlaneGuest, err = restConfig(f.guestKubeconfig, userAgent("controlplane")); err != nil {
+		return err
+	}
+	if o.Guest, err = restConfig(f.guestKubeconfig, userAgent("guest")); err != nil {
+		return err
+	}
+	o.LeaderConfig = o.Mgmt
+	m, err := operator.NewHostedCluster(o)
+	if err != nil {
+		return err
+	}
+	return m.Start(ctrl.SetupSignalHandler())
+}
