@@ -10,8 +10,9 @@
 // from the same k8s.io/kubernetes release as e2e.test (test/images/agnhost, whose VERSION is the
 // suite's agnhost tag), with busybox's applets beside it as the upstream image has a shell.
 // glibc-dns-testing is, as upstream's, a Debian system with dnsutils: the host's Debian bash,
-// coreutils, grep, sed and bind9-dnsutils with their glibc libraries (the multiVolume tests run
-// their concurrent-access pods on it). Upstream's image also carries a coredns binary, which no
+// coreutils, grep, sed, findutils, util-linux and bind9-dnsutils with their glibc libraries (the
+// multiVolume tests run their concurrent-access pods on it, and ask blockdev for a block volume's
+// sector size). Upstream's image also carries a coredns binary, which no
 // storage test runs; it is left out.
 package externalstorage
 
@@ -47,7 +48,7 @@ const HostBusybox = "/bin/busybox"
 var HostPackages = []string{"busybox-static", "bind9-dnsutils"}
 
 // glibcPackages are the Debian packages whose programs make up glibc-dns-testing.
-var glibcPackages = []string{"bash", "dash", "coreutils", "grep", "sed", "findutils", "bind9-dnsutils"}
+var glibcPackages = []string{"bash", "dash", "coreutils", "grep", "sed", "findutils", "util-linux", "bind9-dnsutils"}
 
 // Image names in the suite's references (the last path element).
 const (
@@ -190,7 +191,7 @@ func glibcRootfs() (*images.Rootfs, error) {
 	}
 	var programs []string
 	for _, p := range strings.Fields(string(out)) {
-		if !strings.Contains(p, "/bin/") {
+		if !strings.Contains(p, "/bin/") && !strings.Contains(p, "/sbin/") {
 			continue
 		}
 		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {

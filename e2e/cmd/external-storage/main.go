@@ -14,10 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -257,15 +259,55 @@ type junitSuites struct {
 	} `xml:"testsuite"`
 }
 
-// summarize counts the specs of the report directory's JUnit files by status. Specs left out
-// by the focus and skip expressions are counted apart from those the suite skipped when they
-// ran (an unsupported capability, fs type or node count).
+// tally counts specs by status.
+type tally struct{ passed, failed, skipped, interrupted, unselected int }
+
+func (t *tally) add(status string, unselected bool) {
+	switch {
+	case unselected:
+		t.unselected++
+	case status == "passed":
+		t.passed++
+	case status == "failed" || status == "panicked":
+		t.failed++
+	case status == "skipped":
+		t.skipped++
+	default: // interrupted, timedout, aborted
+		t.interrupted++
+	}
+}
+
+// patternOf names a spec's group: its test pattern and test suite, as in "Dynamic PV (xfs) /
+// volume-expand" for "External Storage [Driver: d] [Testpattern: Dynamic PV (xfs)] [Slow]
+// volume-expand should ...". Specs outside the storage framework's patterns are "other".
+func patternOf(name string) string {
+	_, rest, ok := strings.Cut(name, "[Testpattern: ")
+	if !ok {
+		return "other"
+	}
+	pattern, rest, ok := strings.Cut(rest, "] ")
+	if !ok {
+		return "other"
+	}
+	for _, f := range strings.Fields(rest) {
+		if !strings.HasPrefix(f, "[") {
+			return pattern + " / " + f
+		}
+	}
+	return pattern
+}
+
+// summarize counts the specs of the report directory's JUnit files by status, in total and per
+// test pattern and suite (written to summary.txt beside the reports). Specs left out by the
+// focus and skip expressions are counted apart from those the suite skipped when they ran (an
+// unsupported capability, fs type or node count).
 func summarize(reportDir string) (string, error) {
 	files, err := filepath.Glob(filepath.Join(reportDir, "junit*.xml"))
 	if err != nil || len(files) == 0 {
 		return "", fmt.Errorf("no junit*.xml in %s", reportDir)
 	}
-	counts := map[string]int{}
+	var total tally
+	byPattern := map[string]*tally{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -281,15 +323,28 @@ func summarize(reportDir string) (string, error) {
 					continue
 				}
 				// A spec the focus or skip left out is "skipped" with no reason.
-				if c.Status == "skipped" && (c.Skipped == nil || strings.TrimSpace(c.Skipped.Message) == "skipped") {
-					counts["unselected"]++
+				unselected := c.Status == "skipped" && (c.Skipped == nil || strings.TrimSpace(c.Skipped.Message) == "skipped")
+				total.add(c.Status, unselected)
+				if unselected {
 					continue
 				}
-				counts[c.Status]++
+				p := patternOf(c.Name)
+				if byPattern[p] == nil {
+					byPattern[p] = &tally{}
+				}
+				byPattern[p].add(c.Status, false)
 			}
 		}
 	}
-	return fmt.Sprintf("%d passed, %d failed, %d skipped by the suite, %d interrupted or timed out (%d specs not selected)",
-		counts["passed"], counts["failed"]+counts["panicked"], counts["skipped"],
-		counts["interrupted"]+counts["timedout"]+counts["aborted"], counts["unselected"]), nil
+	var table strings.Builder
+	fmt.Fprintf(&table, "%-80s %6s %6s %7s %11s\n", "test pattern / test suite", "passed", "failed", "skipped", "interrupted")
+	for _, p := range slices.Sorted(maps.Keys(byPattern)) {
+		t := byPattern[p]
+		fmt.Fprintf(&table, "%-80s %6d %6d %7d %11d\n", p, t.passed, t.failed, t.skipped, t.interrupted)
+	}
+	if err := os.WriteFile(filepath.Join(reportDir, "summary.txt"), []byte(table.String()), 0o644); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d passed, %d failed, %d skipped by the suite, %d interrupted or timed out (%d specs not selected); per pattern in %s",
+		total.passed, total.failed, total.skipped, total.interrupted, total.unselected, filepath.Join(reportDir, "summary.txt")), nil
 }
