@@ -8,7 +8,6 @@ import (
 
 	configv1 "github.com/openshift/api/config/v1"
 	"golang.org/x/net/http/httpproxy"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane"
@@ -47,7 +46,7 @@ func runControlPlane(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return m.Start(ctrl.SetupSignalHandler())
+	return start(m)
 }
 
 // bindTopologyFlags registers the topology detection flags.

@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 )
@@ -57,5 +55,5 @@ func runHostedCluster(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return m.Start(ctrl.SetupSignalHandler())
+	return start(m)
 }

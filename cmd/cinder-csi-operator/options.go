@@ -29,6 +29,7 @@ type managerFlags struct {
 	leaderElectionNamespace string
 	metricsAddr             string
 	probeAddr               string
+	pprofAddr               string
 	zap                     zap.Options
 }
 
@@ -51,6 +52,8 @@ func (f *managerFlags) bind(fs *flag.FlagSet, withGuest bool, defaultMetrics, de
 		`Address /metrics listens on; "0" disables it.`)
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", defaultProbe,
 		`Address /healthz and /readyz listen on; "0" disables them.`)
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0",
+		`Address Go's /debug/pprof/ profiles listen on, to see where memory and CPU go; "0" (the default) disables them. The profiles show the process's internals: bind them to localhost.`)
 	f.zap.BindFlags(fs)
 }
 
@@ -149,6 +152,7 @@ func (f *managerFlags) common(stderr io.Writer) operator.Common {
 		LeaderElectionIdentity:  leaderIdentity(os.Getenv),
 		MetricsBindAddress:      f.metricsAddr,
 		HealthProbeBindAddress:  f.probeAddr,
+		PprofBindAddress:        f.pprofAddr,
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"io"
 	"os"
 
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -39,5 +37,5 @@ func runStandalone(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return m.Start(ctrl.SetupSignalHandler())
+	return start(m)
 }

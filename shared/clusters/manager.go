@@ -69,6 +69,8 @@ type Options struct {
 	// listen; "0" disables them.
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
+	// PprofBindAddress is where Go's /debug/pprof/ profiles listen; empty or "0" disables them.
+	PprofBindAddress string
 
 	// SkipControllerNameValidation lets tests run several managers with the same
 	// controllers in one process.
@@ -116,6 +118,7 @@ func New(o Options) (*Manager, error) {
 		RetryPeriod:                   ptr.To(RetryPeriod),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
 		HealthProbeBindAddress:        o.HealthProbeBindAddress,
+		PprofBindAddress:              o.PprofBindAddress,
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation)},
 	}
 	m := &Manager{}

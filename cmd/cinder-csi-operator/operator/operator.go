@@ -30,6 +30,8 @@ type Common struct {
 	LeaderElectionIdentity string
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
+	// PprofBindAddress is where /debug/pprof/ listens; empty or "0" disables it.
+	PprofBindAddress string
 	// SkipControllerNameValidation lets tests run several managers in one process.
 	SkipControllerNameValidation bool
 }
@@ -92,6 +94,7 @@ func (c Common) options(name string, primary *rest.Config, lockID string) (clust
 		LeaderElectionIdentity:       c.LeaderElectionIdentity,
 		MetricsBindAddress:           c.MetricsBindAddress,
 		HealthProbeBindAddress:       c.HealthProbeBindAddress,
+		PprofBindAddress:             c.PprofBindAddress,
 		SkipControllerNameValidation: c.SkipControllerNameValidation,
 	}, nil
 }
