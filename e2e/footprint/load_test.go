@@ -40,7 +40,6 @@ const (
 // controller has caught up, so that the operator starts on a management cluster at rest. It
 // returns lines for the summary.
 func busyManagement(b *testing.B, e *env.Env, namespaces, objects int) []string {
-	b.Helper()
 	cfg := e.MgmtConfig()
 	// The load is the point here: no client-side rate limit, the API server sets the pace.
 	cfg.QPS, cfg.Burst = -1, 0

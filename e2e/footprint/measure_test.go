@@ -321,6 +321,9 @@ func (x *run) watch(r *result) {
 	}
 	r.windowStart, r.windowEnd = start, end
 	r.leaseWrites, r.other = x.requests.inWindow(start, end)
+	r.install = x.requests.between(x.started, start)
+	r.daemonSetStatusInstall = x.requests.daemonSetStatusWrites(x.started, start)
+	r.daemonSetStatusWindow = x.requests.daemonSetStatusWrites(start, end)
 }
 
 // readMemory returns the process's resident set (VmRSS) and its peak (VmHWM), in KiB.

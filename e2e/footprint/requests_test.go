@@ -57,6 +57,10 @@ type requests struct {
 	logs      []clusterLog
 	// seen are the operator's requests read so far.
 	seen []request
+	// daemonSetStatus are when the DaemonSet controller wrote the node DaemonSet's status:
+	// every write is an event the guest manager's watch receives, which its work queue
+	// coalesces into fewer reconciles.
+	daemonSetStatus []time.Time
 }
 
 // clusterLog is the audit log of one cluster.
@@ -85,8 +89,13 @@ func (q *requests) poll() error {
 			return err
 		}
 		for _, ev := range events {
-			if fromOperator(ev.UserAgent) {
+			ref := ev.ObjectRef
+			switch {
+			case fromOperator(ev.UserAgent):
 				q.seen = append(q.seen, request{cluster: l.cluster, AuditEvent: ev})
+			case l.cluster == "guest" && ev.Mutating() && ref.Resource == "daemonsets" && ref.Subresource == "status" &&
+				ref.Namespace == names.GuestNamespace && ref.Name == names.NodeDaemonSet:
+				q.daemonSetStatus = append(q.daemonSetStatus, ev.RequestReceivedTimestamp)
 			}
 		}
 	}
@@ -126,11 +135,24 @@ func (q *requests) between(from, to time.Time) []request {
 	return out
 }
 
-// inWindow returns the lease updates received in [from, to) and every other request.
-func (q *requests) inWindow(from, to time.Time) (leaseWrites int, other []request) {
+// daemonSetStatusWrites returns how many times the node DaemonSet's status was written in
+// [from, to).
+func (q *requests) daemonSetStatusWrites(from, to time.Time) int {
+	n := 0
+	for _, at := range q.daemonSetStatus {
+		if !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// inWindow returns when the lease updates received in [from, to) were received, and every
+// other request.
+func (q *requests) inWindow(from, to time.Time) (leaseWrites []time.Time, other []request) {
 	for _, r := range q.between(from, to) {
 		if q.renewal(r) {
-			leaseWrites++
+			leaseWrites = append(leaseWrites, r.RequestReceivedTimestamp)
 			continue
 		}
 		other = append(other, r)

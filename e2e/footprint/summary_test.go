@@ -32,10 +32,15 @@ type result struct {
 	// peak since the start) at its end.
 	rssSamples []int64
 	hwm        int64
-	// leaseWrites are the lease's updates in the window; other is every other request the
-	// operator sent in it.
-	leaseWrites int
+	// leaseWrites are when the lease was updated in the window; other is every other request
+	// the operator sent in it.
+	leaseWrites []time.Time
 	other       []request
+	// install are the operator's requests from its start until the window.
+	install []request
+	// daemonSetStatusInstall and daemonSetStatusWindow count the DaemonSet controller's writes
+	// of the node DaemonSet's status from the operator's start until the window and in it.
+	daemonSetStatusInstall, daemonSetStatusWindow int
 	// perNode are the per-node requests from the operator's start to the window's end.
 	perNode []request
 	// Reconciles per controller: at the first scrape (firstScrape after the operator's start),
@@ -52,13 +57,30 @@ func (r *result) rssMax() int64 { return slices.Max(r.rssSamples) }
 
 // leaseWritesPerMinute returns the lease's updates per minute of the window.
 func (r *result) leaseWritesPerMinute() float64 {
-	return float64(r.leaseWrites) / r.windowEnd.Sub(r.windowStart).Minutes()
+	return float64(len(r.leaseWrites)) / r.windowEnd.Sub(r.windowStart).Minutes()
 }
 
-// counts returns how many of the other requests were mutating, reads that are not watches, and
-// watch (re)starts.
-func (r *result) counts() (mutating, reads, watches int) {
-	for _, q := range r.other {
+// leaseIntervals describes the time between the lease's updates in the window.
+func (r *result) leaseIntervals() string {
+	if len(r.leaseWrites) < 2 {
+		return "too few to tell the interval"
+	}
+	var intervals []time.Duration
+	for i := 1; i < len(r.leaseWrites); i++ {
+		intervals = append(intervals, r.leaseWrites[i].Sub(r.leaseWrites[i-1]))
+	}
+	var sum time.Duration
+	for _, d := range intervals {
+		sum += d
+	}
+	round := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
+	return fmt.Sprintf("every %s on average (%s to %s)", round(sum/time.Duration(len(intervals))), round(slices.Min(intervals)), round(slices.Max(intervals)))
+}
+
+// counts returns how many of the requests were mutating, reads that are not watches, and watch
+// (re)starts.
+func counts(requests []request) (mutating, reads, watches int) {
+	for _, q := range requests {
 		switch {
 		case q.Mutating():
 			mutating++
@@ -89,7 +111,7 @@ func (r *result) reconciles() (install, window float64) {
 
 // report reports the figures as benchmark metrics and logs the scenario's section.
 func (r *result) report(b *testing.B) {
-	mutating, reads, watches := r.counts()
+	mutating, reads, watches := counts(r.other)
 	install, window := r.reconciles()
 	b.ReportMetric(mibValue(r.rssEnd()), "rss-MiB")
 	b.ReportMetric(mibValue(r.rssMax()), "rss-max-MiB")
@@ -110,7 +132,7 @@ func (r *result) report(b *testing.B) {
 func (r *result) section() string {
 	var s strings.Builder
 	line := func(format string, args ...any) { fmt.Fprintf(&s, format+"\n", args...) }
-	mutating, reads, watches := r.counts()
+	mutating, reads, watches := counts(r.other)
 	window := r.windowEnd.Sub(r.windowStart)
 
 	line("== %s: %s", r.name, r.about)
@@ -121,11 +143,23 @@ func (r *result) section() string {
 	line("operator:           %s", r.operator)
 	line("timings:            environment up in %s%s; from the operator's start: Available and rolled out %s, settled (no write but the lease's for %s) %s",
 		r.envUp.Round(100*time.Millisecond), r.prepareTiming(), r.available.Round(100*time.Millisecond), settleQuiet, r.settled.Round(100*time.Millisecond))
-	line("node DaemonSet:     %s", r.daemonSet)
+	line("node DaemonSet:     %s at Available; its status written %d times by the DaemonSet controller during the install, %d in the window",
+		r.daemonSet, r.daemonSetStatusInstall, r.daemonSetStatusWindow)
+	var installWrites []request
+	for _, q := range r.install {
+		if q.Mutating() {
+			installWrites = append(installWrites, q)
+		}
+	}
+	im, ir, iw := counts(r.install)
+	line("install requests:   %d from the operator's start until the window: %d mutating, %d reads that are not watches, %d watches; the mutating ones:", len(r.install), im, ir, iw)
+	for _, g := range group(installWrites) {
+		line("                    %s", g)
+	}
 	line("window:             %s, %s to %s", window.Round(time.Second), r.windowStart.Format("15:04:05"), r.windowEnd.Format("15:04:05"))
 	line("RSS (VmRSS):        %s at the end of the window, %s max in the window (%d samples, every %s)", mib(r.rssEnd()), mib(r.rssMax()), len(r.rssSamples), sampleEvery)
 	line("peak RSS (VmHWM):   %s since the operator's start", mib(r.hwm))
-	line("lease writes:       %d updates of %s in the window: %.2f/min", r.leaseWrites, "the leader election lease", r.leaseWritesPerMinute())
+	line("lease writes:       %d updates of the leader election lease in the window: %.2f/min, %s", len(r.leaseWrites), r.leaseWritesPerMinute(), r.leaseIntervals())
 	line("other requests:     %d in the window: %d mutating, %d reads that are not watches, %d watch (re)starts", len(r.other), mutating, reads, watches)
 	for _, g := range group(r.other) {
 		line("                    %s", g)
@@ -166,7 +200,7 @@ func group(requests []request) []string {
 		if ref.Subresource != "" {
 			resource += "/" + ref.Subresource
 		}
-		key := fmt.Sprintf("%-10s %-28s %-6s %-32s %s/%s", r.cluster, r.sender(), r.Verb, resource, ref.Namespace, ref.Name)
+		key := fmt.Sprintf("%-10s %-15s %-6s %-24s %s/%s", r.cluster, r.sender(), r.Verb, resource, ref.Namespace, ref.Name)
 		e := byKey[key]
 		if e == nil {
 			e = &entry{key: key, first: r.RequestReceivedTimestamp}
@@ -181,8 +215,8 @@ func group(requests []request) []string {
 	out := make([]string, 0, len(entries))
 	for _, e := range entries {
 		when := e.first.Format("15:04:05")
-		if e.n > 1 {
-			when += "–" + e.last.Format("15:04:05")
+		if last := e.last.Format("15:04:05"); last != when {
+			when += "–" + last
 		}
 		out = append(out, fmt.Sprintf("%s  x%d  %s", e.key, e.n, when))
 	}
