@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -322,6 +323,13 @@ func (x *run) watch(r *result) {
 	r.windowStart, r.windowEnd = start, end
 	r.leaseWrites, r.other = x.requests.inWindow(start, end)
 	r.install = x.requests.between(x.started, start)
+	// The leader renews its lease every RetryPeriod whatever else it does: a window that long
+	// without a renewal in the audit log means the requests were not found, not that there were
+	// none.
+	if len(r.leaseWrites) == 0 && end.Sub(start) >= 2*clusters.RetryPeriod {
+		b.Fatalf("no update of the lease %s/%s in the management audit log in %s: the operator's requests cannot be told apart",
+			x.e.Namespace, names.LeaderElectionControlPlane, end.Sub(start).Round(time.Second))
+	}
 	r.daemonSetStatusInstall = x.requests.daemonSetStatusWrites(x.started, start)
 	r.daemonSetStatusWindow = x.requests.daemonSetStatusWrites(start, end)
 }
