@@ -64,6 +64,12 @@ endef
 # harness uses to build its network namespaces.
 REALNODE_HOST_PACKAGES ?= containerd runc containernetworking-plugins iproute2 iptables util-linux mount
 STORAGE_TEST_TIMEOUT ?= 60m
+# bench-footprint: how long the operator is watched at rest in each scenario, which scenarios run
+# (a -bench pattern: BenchmarkFootprint/idle picks one) and the timeout, which covers three windows
+# of five minutes plus the environments' start-ups, installs and the busy management load.
+FOOTPRINT_WINDOW ?= 5m
+FOOTPRINT_BENCH ?= BenchmarkFootprint
+FOOTPRINT_TIMEOUT ?= 60m
 
 UPSTREAM := $(KUBE_BIN_DIR)/kube-apiserver $(ETCD_BIN_DIR)/etcd $(KWOK_BIN_DIR)/kwok
 
@@ -143,6 +149,11 @@ ifeq ($(REAL_NODES_POSSIBLE),yes)
 else
 	$(call skip-real-nodes,bench-storage)
 endif
+
+.PHONY: bench-footprint
+bench-footprint: build $(UPSTREAM) ## The operator process at rest per hosted cluster (idle, busy management cluster, 1000-node guest): RSS, lease writes, other requests, reconciles; summary in bin/footprint.
+	go test -tags=e2e -count=1 -timeout=$(FOOTPRINT_TIMEOUT) -v -run='^$$' -bench='$(FOOTPRINT_BENCH)' -benchtime=1x ./e2e/footprint/ \
+	  -args -operator=$(BIN)/cinder-csi-operator -window=$(FOOTPRINT_WINDOW) -out=$(BIN)/footprint
 
 .PHONY: update-golden
 update-golden: ## Regenerate the golden YAML under testdata/.

@@ -4,11 +4,8 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -200,37 +197,4 @@ func (b *logBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// auditEvent is the part of an audit.k8s.io/v1 Event (one line of an API server's audit log)
-// the tests check.
-type auditEvent struct {
-	Stage     string
-	Verb      string
-	UserAgent string
-	ObjectRef struct {
-		Resource, Namespace, Name, APIGroup, Subresource string
-	}
-	RequestReceivedTimestamp time.Time
-}
-
-// readAuditLog reads the audit log of a cluster started with env.Options.Audit, skipping the
-// ResponseStarted stage so that every request is counted once.
-func readAuditLog(g Gomega, path string) []auditEvent {
-	g.Expect(path).NotTo(BeEmpty(), "the cluster has no audit log; start it with Audit")
-	f, err := os.Open(path)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = f.Close() }()
-	var events []auditEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e auditEvent
-		g.Expect(json.Unmarshal(sc.Bytes(), &e)).To(Succeed())
-		if e.Stage != "ResponseStarted" {
-			events = append(events, e)
-		}
-	}
-	g.Expect(sc.Err()).NotTo(HaveOccurred())
-	return events
 }

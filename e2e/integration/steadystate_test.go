@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -164,9 +165,11 @@ func TestSteadyState(t *testing.T) {
 		leaseUpdates := 0
 		installWrites := map[string]int{}
 		for _, path := range []string{e.Mgmt.AuditLogPath(), e.Guest.AuditLogPath()} {
-			for _, ev := range readAuditLog(g, path) {
+			events, err := localcluster.ReadAuditLog(path)
+			g.Expect(err).NotTo(HaveOccurred(), "reading the audit log %s", path)
+			for _, ev := range events {
 				at := ev.RequestReceivedTimestamp
-				if !mutatingVerb(ev.Verb) || at.After(end) {
+				if !ev.Mutating() || at.After(end) {
 					continue
 				}
 				ref := ev.ObjectRef
@@ -184,9 +187,9 @@ func TestSteadyState(t *testing.T) {
 				case ref.Resource == "leases" && ref.Namespace == e.Namespace && ref.Name == names.LeaderElectionControlPlane && ev.Verb == "update":
 					leaseUpdates++
 				case m == "":
-					writes["leader election"] = append(writes["leader election"], auditDescribe(ev))
+					writes["leader election"] = append(writes["leader election"], ev.String())
 				default:
-					writes[m] = append(writes[m], auditDescribe(ev))
+					writes[m] = append(writes[m], ev.String())
 				}
 			}
 		}
@@ -288,20 +291,6 @@ func auditSender(userAgent string) string {
 		}
 	}
 	return ""
-}
-
-// auditDescribe formats an audit event for failure messages.
-func auditDescribe(ev auditEvent) string {
-	ref := ev.ObjectRef
-	return ev.RequestReceivedTimestamp.Format("15:04:05.000") + " " + ev.Verb + " " + ref.Resource + " " + ref.Namespace + "/" + ref.Name + " (" + ev.UserAgent + ")"
-}
-
-func mutatingVerb(verb string) bool {
-	switch verb {
-	case "create", "update", "patch", "delete", "deletecollection":
-		return true
-	}
-	return false
 }
 
 // hostOf returns the host:port of an API server URL, as env.Request records it.

@@ -1,9 +1,7 @@
 package localcluster
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -203,7 +201,9 @@ func TestCluster(t *testing.T) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "audited", Namespace: "default"}}
 		g.Expect(impersonating.Create(ctx, cm)).To(Succeed())
 
-		g.Expect(readAudit(g, c.AuditLogPath())).To(ContainElement(And(
+		events, err := ReadAuditLog(c.AuditLogPath())
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(events).To(ContainElement(And(
 			HaveField("User.Username", adminUser),
 			HaveField("ImpersonatedUser.Username", "someone"),
 			HaveField("UserAgent", testUserAgent),
@@ -312,32 +312,6 @@ func newTestClient(g Gomega, cfg *rest.Config) client.Client {
 	cl, err := client.New(cfg, client.Options{Scheme: scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	return cl
-}
-
-// auditEvent is the part of an audit.k8s.io/v1 Event the test checks.
-type auditEvent struct {
-	Verb             string
-	UserAgent        string
-	User             struct{ Username string }
-	ImpersonatedUser struct{ Username string }
-	ObjectRef        struct{ Resource, Namespace, Name string }
-}
-
-func readAudit(g Gomega, path string) []auditEvent {
-	g.Expect(path).NotTo(BeEmpty())
-	f, err := os.Open(path)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = f.Close() }()
-	var events []auditEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e auditEvent
-		g.Expect(json.Unmarshal(sc.Bytes(), &e)).To(Succeed())
-		events = append(events, e)
-	}
-	g.Expect(sc.Err()).NotTo(HaveOccurred())
-	return events
 }
 
 // clusterState is what a running cluster holds that Stop must give back.
