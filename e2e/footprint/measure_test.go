@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -57,7 +58,7 @@ type run struct {
 // measure starts the scenario's environment and the operator, waits for the install to settle,
 // watches the operator for the window and returns what it measured.
 func measure(b *testing.B, s scenario, operator string) *result {
-	r := &result{name: s.name, about: s.about, window: *window}
+	r := &result{name: s.name, about: s.about}
 	begin := time.Now()
 	e := env.StartForTest(b, s.options)
 	r.envUp = time.Since(begin)
@@ -103,7 +104,7 @@ func settings(b *testing.B, e *env.Env) string {
 			b.Fatalf("listing nodes: %v", err)
 		}
 		for _, n := range l.Items {
-			if _, ok := n.Labels["node-role.kubernetes.io/master"]; ok {
+			if _, ok := n.Labels[localcluster.MasterRoleLabel]; ok {
 				masters++
 			} else {
 				workers++

@@ -25,7 +25,6 @@ type result struct {
 	envUp, prepare, available, settled time.Duration
 	// daemonSet is how far the node DaemonSet was rolled out at Available.
 	daemonSet string
-	window    time.Duration
 	// windowStart and windowEnd bound the window as it ran.
 	windowStart, windowEnd time.Time
 	// rssSamples are VmRSS every sampleEvery through the window, in KiB; hwm is VmHWM (the
@@ -54,6 +53,18 @@ func (r *result) rssEnd() int64 { return r.rssSamples[len(r.rssSamples)-1] }
 
 // rssMax returns the largest VmRSS sample of the window, in KiB.
 func (r *result) rssMax() int64 { return slices.Max(r.rssSamples) }
+
+// rssByMinute lists VmRSS at the window's start and after each full minute, in MiB: the Go
+// runtime returns freed memory to the system minutes after a burst of work, so the figure at the
+// end of a window depends on its length.
+func (r *result) rssByMinute() string {
+	perMinute := int(time.Minute / sampleEvery)
+	var out []string
+	for i := 0; i < len(r.rssSamples); i += perMinute {
+		out = append(out, fmt.Sprintf("%.1f", mibValue(r.rssSamples[i])))
+	}
+	return strings.Join(out, ", ") + " MiB"
+}
 
 // leaseWritesPerMinute returns the lease's updates per minute of the window.
 func (r *result) leaseWritesPerMinute() float64 {
@@ -158,6 +169,7 @@ func (r *result) section() string {
 	}
 	line("window:             %s, %s to %s", window.Round(time.Second), r.windowStart.Format("15:04:05"), r.windowEnd.Format("15:04:05"))
 	line("RSS (VmRSS):        %s at the end of the window, %s max in the window (%d samples, every %s)", mib(r.rssEnd()), mib(r.rssMax()), len(r.rssSamples), sampleEvery)
+	line("RSS each minute:    %s", r.rssByMinute())
 	line("peak RSS (VmHWM):   %s since the operator's start", mib(r.hwm))
 	line("lease writes:       %d updates of the leader election lease in the window: %.2f/min, %s", len(r.leaseWrites), r.leaseWritesPerMinute(), r.leaseIntervals())
 	line("other requests:     %d in the window: %d mutating, %d reads that are not watches, %d watch (re)starts", len(r.other), mutating, reads, watches)
