@@ -66,8 +66,18 @@ func (r *result) rssByMinute() string {
 	return strings.Join(out, ", ") + " MiB"
 }
 
-// leaseWritesPerMinute returns the lease's updates per minute of the window.
+// leaseWritesPerMinute returns how many times a minute the lease is updated.
+//
+// With two updates or more it is their rate, (n-1) over the time from the first to the last:
+// counting n in the window instead over-reports by up to one update per window, as whether a
+// renewal falls just inside or just outside each edge is chance (12 in a 5-minute window is
+// 2.40/min for a lease renewed every 26 s, 2.31/min).
 func (r *result) leaseWritesPerMinute() float64 {
+	if n := len(r.leaseWrites); n >= 2 {
+		if span := r.leaseWrites[n-1].Sub(r.leaseWrites[0]); span > 0 {
+			return float64(n-1) / span.Minutes()
+		}
+	}
 	return float64(len(r.leaseWrites)) / r.windowEnd.Sub(r.windowStart).Minutes()
 }
 
