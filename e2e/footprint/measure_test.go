@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,6 +63,7 @@ func measure(b *testing.B, s scenario, operator string) *result {
 	begin := time.Now()
 	e := env.StartForTest(b, s.options)
 	r.envUp = time.Since(begin)
+	dumpClusterLogsOnFailure(b, e)
 	r.settings = settings(b, e)
 	if s.prepare != nil {
 		begin := time.Now()
@@ -93,6 +95,25 @@ func measure(b *testing.B, s scenario, operator string) *result {
 	r.reconcilesEnd = x.scrape()
 	r.perNode = x.requests.perNode(x.started, r.windowEnd)
 	return r
+}
+
+// dumpClusterLogsOnFailure prints, when the benchmark fails, the end of the logs of the
+// components that roll out the operator's workloads, before the environment (and its temporary
+// directory) is stopped.
+func dumpClusterLogsOnFailure(b *testing.B, e *env.Env) {
+	b.Cleanup(func() {
+		if !b.Failed() {
+			return
+		}
+		for _, c := range []*localcluster.Cluster{e.Mgmt, e.Guest} {
+			for _, component := range []string{"kube-controller-manager", "kwok"} {
+				path := filepath.Join(c.Dir(), "logs", component+".log")
+				if data, err := os.ReadFile(path); err == nil {
+					b.Logf("--- %s (end) ---\n%s", path, tail(data, 3000))
+				}
+			}
+		}
+	})
 }
 
 // settings describes the environment for the summary.
@@ -201,23 +222,32 @@ func (x *run) eventually(what string, timeout time.Duration, check func(g Gomega
 }
 
 // waitInstalled waits until the driver is Available and not Progressing on both sides and the
-// node DaemonSet is rolled out on every node it schedules to, at least allNodes of them.
+// node DaemonSet is rolled out on every node it schedules to, at least allNodes of them. Every
+// failure names the DaemonSet's status and the failing condition, so that a timeout says whether
+// the rollout or the operator's report of it was missing.
 func (x *run) waitInstalled(allNodes int) {
 	x.eventually("driver Available, node DaemonSet rolled out", installTimeout, func(g Gomega) {
-		d := &operatorv1.ClusterCSIDriver{}
-		g.Expect(x.e.GuestClient.Get(context.Background(), client.ObjectKey{Name: names.ClusterCSIDriverName}, d)).To(Succeed())
-		for _, c := range []string{names.ConditionControllerAvailable, names.ConditionNodeAvailable} {
-			g.Expect(conditions.IsTrue(d.Status.Conditions, c)).To(BeTrue(), c)
-		}
-		for _, c := range []string{names.ConditionControllerProgressing, names.ConditionNodeProgressing} {
-			g.Expect(conditions.IsTrue(d.Status.Conditions, c)).To(BeFalse(), c)
-		}
 		ds := x.daemonSet(g)
 		st := ds.Status
-		g.Expect(st.ObservedGeneration).To(Equal(ds.Generation), "observed generation")
-		g.Expect(st.DesiredNumberScheduled).To(BeNumerically(">=", max(allNodes, 1)), "desired number scheduled")
-		g.Expect(st.UpdatedNumberScheduled).To(Equal(st.DesiredNumberScheduled), "updated number scheduled")
-		g.Expect(st.NumberAvailable).To(Equal(st.DesiredNumberScheduled), "number available")
+		rollout := fmt.Sprintf("node DaemonSet generation %d, observed %d: %d desired, %d updated, %d available",
+			ds.Generation, st.ObservedGeneration, st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberAvailable)
+		d := &operatorv1.ClusterCSIDriver{}
+		g.Expect(x.e.GuestClient.Get(context.Background(), client.ObjectKey{Name: names.ClusterCSIDriverName}, d)).To(Succeed())
+		expect := func(c string, want bool) {
+			got := conditions.Find(d.Status.Conditions, c)
+			if got == nil {
+				got = &operatorv1.OperatorCondition{Type: c}
+			}
+			g.Expect(got.Status == operatorv1.ConditionTrue).To(Equal(want), "%s is %q (%s: %s); %s", c, got.Status, got.Reason, got.Message, rollout)
+		}
+		expect(names.ConditionControllerAvailable, true)
+		expect(names.ConditionNodeAvailable, true)
+		expect(names.ConditionControllerProgressing, false)
+		expect(names.ConditionNodeProgressing, false)
+		g.Expect(st.ObservedGeneration).To(Equal(ds.Generation), rollout)
+		g.Expect(st.DesiredNumberScheduled).To(BeNumerically(">=", max(allNodes, 1)), rollout)
+		g.Expect(st.UpdatedNumberScheduled).To(Equal(st.DesiredNumberScheduled), rollout)
+		g.Expect(st.NumberAvailable).To(Equal(st.DesiredNumberScheduled), rollout)
 	})
 }
 

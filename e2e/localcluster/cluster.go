@@ -440,6 +440,12 @@ func start(ctx context.Context, opts Options, bins binaries) (_ *Cluster, err er
 			// ReplicaSets, and a DaemonSet reached 1000 nodes 250 pods every 12 s.
 			"--kube-api-qps=200",
 			"--kube-api-burst=400",
+			// kwok renews a node's status every 20 to 45 s. A kwok starved of CPU (a guest of
+			// 1000 nodes on a loaded machine) can miss the default grace of 50 s; the
+			// controller-manager then marks the nodes NotReady and their pods not ready, and
+			// kwok, which readies only Pending pods, never readies them again: a DaemonSet
+			// stays unavailable for good. Simulated nodes are never really gone.
+			"--node-monitor-grace-period=5m",
 			"--v=1",
 		); err != nil {
 			return nil, err
