@@ -1,4 +1,4 @@
-package install
+package install_test
 
 import (
 	"bytes"
@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/install"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -78,7 +79,7 @@ func newScheme(t testing.TB) *runtime.Scheme {
 // fails the test, so a typo cannot silently drop a field.
 func readManifest(t testing.TB, rel string, replace *strings.Replacer) []doc {
 	t.Helper()
-	read, err := Read(filepath.Join(installDir, filepath.FromSlash(rel)), replace)
+	read, err := install.Read(filepath.Join(installDir, filepath.FromSlash(rel)), replace)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package install
+package install_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/install"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -35,7 +36,7 @@ func TestHyperShiftInstall(t *testing.T) {
 	t.Parallel()
 	e := env.StartForTest(t, env.Options{Mode: env.ModeHyperShift})
 	// The installer's substitution of the HostedControlPlane namespace.
-	placeholder := strings.NewReplacer(PlaceholderNamespace, e.Namespace)
+	placeholder := strings.NewReplacer(install.PlaceholderNamespace, e.Namespace)
 	mgmtDocs := readManifest(t, hyperShiftManagementFile, placeholder)
 	guestDocs := readManifest(t, hyperShiftGuestFile, nil)
 	mgmtID, guestID := serviceAccount(e.Namespace), serviceAccount(names.GuestNamespace)

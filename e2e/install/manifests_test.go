@@ -1,4 +1,4 @@
-package install
+package install_test
 
 import (
 	"strings"
@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/install"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -94,7 +95,7 @@ func TestInstallManifests(t *testing.T) {
 	t.Run("When the HyperShift management set is read, it should be namespaced in the placeholder HCP namespace only", func(t *testing.T) {
 		g := NewWithT(t)
 		for _, d := range readManifest(t, hyperShiftManagementFile, nil) {
-			g.Expect(d.U.GetNamespace()).To(Equal(PlaceholderNamespace), "%s", d)
+			g.Expect(d.U.GetNamespace()).To(Equal(install.PlaceholderNamespace), "%s", d)
 			g.Expect(d.U.GetKind()).NotTo(BeElementOf("ClusterRole", "ClusterRoleBinding", "Namespace"), "%s", d)
 		}
 		g.Expect(objectsOf[*appsv1.Deployment](readManifest(t, hyperShiftManagementFile, nil))).To(HaveLen(1))

@@ -7,32 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/install"
 )
-
-// operandImage is an image the operator deploys: its environment variable, the placeholder the
-// install manifests carry for it, and the cluster whose nodes run it.
-type operandImage struct {
-	Env         string
-	Placeholder string
-	Mgmt, Guest bool
-}
 
 // operandImages are the images the HyperShift install manifests name. The controller runs on
 // the management cluster, the node plugin on the guest.
-var operandImages = []operandImage{
-	{Env: images.EnvDriver, Placeholder: "cinder-csi-plugin:latest", Mgmt: true, Guest: true},
-	{Env: images.EnvProvisioner, Placeholder: "csi-provisioner:latest", Mgmt: true},
-	{Env: images.EnvAttacher, Placeholder: "csi-attacher:latest", Mgmt: true},
-	{Env: images.EnvResizer, Placeholder: "csi-resizer:latest", Mgmt: true},
-	{Env: images.EnvSnapshotter, Placeholder: "csi-snapshotter:latest", Mgmt: true},
-	{Env: images.EnvLivenessProbe, Placeholder: "csi-livenessprobe:latest", Mgmt: true, Guest: true},
-	{Env: images.EnvKubeRBACProxy, Placeholder: "kube-rbac-proxy:latest", Mgmt: true},
-	{Env: images.EnvNodeDriverRegistrar, Placeholder: "csi-node-driver-registrar:latest", Guest: true},
-}
-
-// operatorPlaceholder is the operator image in the install manifests.
-const operatorPlaceholder = "cinder-csi-operator:latest"
+var operandImages = install.OperandImages
 
 // probes are how preflight looks at the machine; tests replace them.
 type probes struct {

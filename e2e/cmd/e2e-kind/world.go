@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -113,11 +112,7 @@ func (w *world) Prepare(ctx context.Context, guestKubeconfig []byte) error {
 	if err != nil {
 		return err
 	}
-	pairs := []string{install.PlaceholderNamespace, w.Namespace, operatorPlaceholder, w.o.OperatorImage}
-	for _, op := range operandImages {
-		pairs = append(pairs, op.Placeholder, w.o.Images[op.Env])
-	}
-	replace := strings.NewReplacer(pairs...)
+	replace := install.Replacer(w.Namespace, w.o.OperatorImage, w.o.Images)
 	for _, f := range []struct {
 		c    client.Client
 		path string
@@ -125,7 +120,7 @@ func (w *world) Prepare(ctx context.Context, guestKubeconfig []byte) error {
 		{w.guest, "manifests/install/hypershift/guest.yaml"},
 		{w.mgmt, "manifests/install/hypershift/management.yaml"},
 	} {
-		if err := applyFile(ctx, f.c, filepath.Join(root, f.path), replace); err != nil {
+		if err := install.Apply(ctx, f.c, filepath.Join(root, f.path), replace, fieldOwner, nil); err != nil {
 			return err
 		}
 	}
@@ -140,21 +135,6 @@ func (w *world) Prepare(ctx context.Context, guestKubeconfig []byte) error {
 	if err != nil {
 		w.DumpOperatorLogs(ctx)
 		return fmt.Errorf("the operator Deployment did not become available: %w", err)
-	}
-	return nil
-}
-
-// applyFile server-side-applies every object of an install manifest, after replace.
-func applyFile(ctx context.Context, c client.Client, path string, replace *strings.Replacer) error {
-	docs, err := install.Read(path, replace)
-	if err != nil {
-		return err
-	}
-	for _, d := range docs {
-		u := d.Object
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying %s %s from %s: %w", u.GetKind(), u.GetName(), filepath.Base(path), err)
-		}
 	}
 	return nil
 }

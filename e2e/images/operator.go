@@ -1,0 +1,62 @@
+package images
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Operator is the name of the operator's own image.
+const Operator = "cinder-csi-operator"
+
+// OperatorUser is the operator image's user, the Dockerfile's: numeric, so that the pod's
+// runAsNonRoot can verify it.
+const OperatorUser = "65532:65532"
+
+// BuildOperator packs a cinder-csi-operator binary into an image of the Dockerfile's shape (the
+// binary at /usr/bin/cinder-csi-operator as the entrypoint, the system CA roots, a non-root
+// user) as an OCI layout tar under <binDir>/images/cinder-csi-operator/, without a builder or
+// base image. The tag is a hash of the image's inputs, so every build of a changed binary is a
+// new reference: a pod with imagePullPolicy IfNotPresent never runs an older build that a node
+// still holds under the same name.
+func BuildOperator(binDir, binary string) (Built, error) {
+	if _, err := os.Stat(binary); err != nil {
+		return Built{}, fmt.Errorf("operator binary: %w (run `make build`)", err)
+	}
+	r := NewRootfs()
+	r.Dir("/tmp", 0o777|fs.ModeSticky)
+	r.Dir("/etc", 0o755)
+	if _, err := os.Stat(caBundle); err == nil {
+		if err := r.Host(caBundle); err != nil {
+			return Built{}, err
+		}
+	}
+	r.File("/usr/bin/cinder-csi-operator", binary, 0o755)
+	img := Image{
+		Ref:    Prefix + Operator,
+		Rootfs: r,
+		Config: Config{Entrypoint: []string{"/usr/bin/cinder-csi-operator"}, User: OperatorUser, Env: []string{defaultPath}},
+	}
+	key, err := inputHash(img)
+	if err != nil {
+		return Built{}, fmt.Errorf("hashing the operator image's inputs: %w", err)
+	}
+	tag := "dev-" + key[:12]
+	img.Ref += ":" + tag
+	dir := filepath.Join(binDir, "images", Operator)
+	file := filepath.Join(dir, tag+".tar")
+	if _, err := os.Stat(file); err != nil {
+		if _, err := WriteLayout(file, img); err != nil {
+			return Built{}, err
+		}
+	}
+	// Earlier builds are of no further use: a new environment imports the newest.
+	old, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
+	for _, o := range old {
+		if o != file {
+			_ = os.Remove(o)
+		}
+	}
+	return Built{Ref: img.Ref, Tar: file}, nil
+}
