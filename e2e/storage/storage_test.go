@@ -59,6 +59,9 @@ func scenarios(t *testing.T, w *world) {
 	t.Run("When the credentials rotate with a volume in use, only the controller should roll and the volume should stay usable", func(t *testing.T) {
 		rotateInUse(t, w)
 	})
+	t.Run("When the operator's container is killed and then its pod deleted, with a volume in use, it should take its lease back and converge without rolling the driver", func(t *testing.T) {
+		operatorRecovers(t, w)
+	})
 	t.Run("When managementState is Removed with a volume in use, the mount should stay usable until the pod ends", func(t *testing.T) {
 		removedInUse(t, w)
 	})

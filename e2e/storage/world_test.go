@@ -3,6 +3,7 @@
 package storage
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -27,7 +28,8 @@ var (
 // a zone change within seconds; production keeps its default.
 const topologyRecheck = 5 * time.Second
 
-// world is one environment on real nodes with the operator running as processes.
+// world is one environment on real nodes with the operator running as a pod, from its install
+// manifests.
 type world struct {
 	Mgmt, Guest client.Client
 	// Namespace is the controller's namespace (the HCP namespace on HyperShift).
@@ -45,9 +47,14 @@ type world struct {
 	// Toolbox is the image of the test pods.
 	Toolbox string
 	// EnvUp is how long the environment took to start (clusters, real nodes, image imports);
-	// OperatorStarted is when the operator processes were started.
+	// OperatorStarted is when the operator's deployment began.
 	EnvUp           time.Duration
 	OperatorStarted time.Time
+	// Operator is the operator's pod, deployed from the install manifests.
+	Operator *env.OperatorPod
+	// OperatorNamespace is where the operator runs and holds its lease (the controller's
+	// namespace in both modes).
+	OperatorNamespace string
 }
 
 // startWorld starts an environment of mode on real nodes and the operator against it. Where
@@ -78,39 +85,36 @@ func startWorld(t testing.TB, mode string) *world {
 		AppCredentials: []fakeopenstack.AppCredential{rotatedCredential},
 	})
 	envUp := time.Since(envStart)
-	logPath := e.Path("operator.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	procs, err := e.StartOperatorProcesses(env.ProcessOptions{Binary: operator, Output: logFile, TopologyRecheckInterval: topologyRecheck})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	op, err := e.DeployOperator(ctx, env.PodOptions{
+		Binary: operator, ExtraArgs: []string{"--topology-recheck-interval=" + topologyRecheck.String()},
+	})
 	if err != nil {
-		t.Fatalf("starting the operator: %v", err)
+		dumpLogs(e)
+		t.Fatalf("deploying the operator: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := procs.Stop(); err != nil {
-			t.Errorf("stopping the operator: %v", err)
-		}
-		_ = logFile.Close()
+		op.Stop()
 		if t.Failed() {
-			dumpLogs(e, logPath)
+			dumpLogs(e)
 		}
 	})
-	t.Logf("Operator started %s after the environment", time.Since(start).Round(time.Millisecond))
+	t.Logf("Operator pod Ready %s after the environment", time.Since(start).Round(time.Millisecond))
 	return &world{
 		Mgmt: e.MgmtClient, Guest: e.GuestClient, Namespace: e.Namespace,
 		OpenStack: e.OpenStack, OpenStackURL: e.Real.OpenStackURL, Disks: e.Real.Disks,
 		GuestNode: e.Real.GuestNode.Name(), GuestServerID: e.Real.GuestServerID,
 		InfraID: env.DefaultInfraID, Zone: e.Zone(), Toolbox: e.Real.Images[images.Toolbox].Ref,
-		EnvUp: envUp, OperatorStarted: start,
+		EnvUp: envUp, OperatorStarted: start, Operator: op, OperatorNamespace: e.Namespace,
 	}
 }
 
-// dumpLogs prints the end of the operator's, the kubelets' and containerd's logs, and of every
-// container log on the nodes, so that a failure on CI can be read without the machine.
-func dumpLogs(e *env.Env, operatorLog string) {
-	paths := []string{operatorLog}
+// dumpLogs prints the end of the kubelets' and containerd's logs and of every container log on
+// the nodes (the operator's among them), so that a failure on CI can be read without the machine.
+func dumpLogs(e *env.Env) {
+	var paths []string
 	for _, n := range []*realnode.Node{e.Real.MgmtNode, e.Real.GuestNode} {
 		paths = append(paths, n.LogPath("kubelet"), n.LogPath("containerd"))
 	}
