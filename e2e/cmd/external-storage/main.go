@@ -2,8 +2,8 @@
 // external-storage suite (e2e.test -storage.testdriver, from k8s.io/kubernetes at the local
 // clusters' version) against the Cinder CSI driver the operator installs on real nodes. It starts
 // the environment of one mode on real nodes (standalone: one cluster; hypershift: management and
-// guest, the suite runs against the guest), the operator as processes, waits for the driver to be
-// Available, imports the suite's test images into the node where its pods run, runs the suite
+// guest, the suite runs against the guest), deploys the operator as a pod from its install
+// manifests, waits for the driver to be Available, imports the suite's test images into the node where its pods run, runs the suite
 // with a JUnit report, prints the counts and stops everything. The exit status is the suite's.
 package main
 
@@ -133,21 +133,12 @@ func run() error {
 	if err := e.Real.GuestNode.ImportImages(ctx, tars...); err != nil {
 		return fmt.Errorf("importing the suite's images: %w", err)
 	}
-	opLog, err := os.Create(filepath.Join(dir, "operator.log"))
+	op, err := e.DeployOperator(ctx, env.PodOptions{Binary: *operator})
 	if err != nil {
-		return err
+		return fmt.Errorf("deploying the operator: %w", err)
 	}
-	defer func() { _ = opLog.Close() }()
-	procs, err := e.StartOperatorProcesses(env.ProcessOptions{Binary: *operator, Output: opLog})
-	if err != nil {
-		return fmt.Errorf("starting the operator: %w", err)
-	}
-	defer func() {
-		if err := procs.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the operator:", err)
-		}
-	}()
-	if err := waitAvailable(ctx, e.GuestClient, procs.Exited(), 5*time.Minute); err != nil {
+	defer op.Stop()
+	if err := waitAvailable(ctx, e.GuestClient, op.Failed(), 5*time.Minute); err != nil {
 		return err
 	}
 	fmt.Printf("Driver Available %s after start (%s mode, real nodes); running the suite\n",

@@ -1,7 +1,8 @@
 // Command run-local is what `make run-local` runs: it starts local clusters from upstream binaries
 // (management and guest in HyperShift mode, one cluster in standalone mode), a fake OpenStack over
 // HTTPS, seeds them as HyperShift (or an OpenShift installation) would, runs the cinder-csi-operator
-// binary against them, prints the ClusterCSIDriver conditions once the driver is available, and
+// against them (on real nodes as a pod from its install manifests, as a platform runs it; on
+// simulated nodes, where no container runs, as a process on this host), prints the ClusterCSIDriver conditions once the driver is available, and
 // keeps everything running until interrupted; then it stops every process it started.
 package main
 
@@ -44,7 +45,7 @@ func run() error {
 	exitWhenAvailable := flag.Bool("exit-when-available", false, "stop everything once the driver is available (for scripted checks)")
 	realNodes := flag.String("real-nodes", "auto", "auto (real nodes where this host allows them, kwok nodes otherwise), true or false")
 	binDir := flag.String("bin", "bin", "directory of the kubelet and the operand images (make operand-images), for real nodes")
-	split := flag.Bool("split", false, "in hypershift mode, run the controlplane and guest managers as two processes (a split deployment) instead of the one hostedcluster process")
+	split := flag.Bool("split", false, "in hypershift mode, run the controlplane and guest managers as two processes on this host (a split deployment) instead of the operator pod of the install manifests")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -101,32 +102,56 @@ func run() error {
 		fmt.Printf("  fake OpenStack:        %s\n", e.OpenStack.AuthURL())
 	}
 
-	logPath := filepath.Join(root, "operator.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = logFile.Close() }()
 	opStart := time.Now()
-	procs, err := e.StartOperatorProcesses(env.ProcessOptions{Binary: *binary, Output: logFile, Split: *split})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := procs.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the operator:", err)
+	var (
+		failed <-chan error
+		// logHint returns what to show of the operator's log when it did not come up (the
+		// pod's failure carries its own).
+		logHint = func() string { return "" }
+	)
+	if e.Real != nil && !*split {
+		fmt.Println("Deploying the operator as a pod, from manifests/install, on the real node", e.Real.MgmtNode.Name())
+		op, err := e.DeployOperator(ctx, env.PodOptions{Binary: *binary})
+		if err != nil {
+			return err
 		}
-	}()
-	fmt.Printf("Operator started (log: %s)\n", logPath)
-	for _, p := range procs.Pids() {
-		fmt.Printf("  %s: pid %d\n", p.Name, p.Pid)
+		defer op.Stop()
+		pod, err := op.Pod(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("Operator pod %s/%s Ready %s after its deployment (image %s)\n",
+			pod.Namespace, pod.Name, time.Since(opStart).Round(100*time.Millisecond), op.Image.Ref)
+		fmt.Printf("  its log: kubectl --kubeconfig %s -n %s logs deploy/%s\n", e.Mgmt.KubeconfigPath(), op.Namespace, env.OperatorName)
+		failed = op.Failed()
+	} else {
+		logPath := filepath.Join(root, "operator.log")
+		logFile, err := os.Create(logPath)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = logFile.Close() }()
+		procs, err := e.StartOperatorProcesses(env.ProcessOptions{Binary: *binary, Output: logFile, Split: *split})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := procs.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "stopping the operator:", err)
+			}
+		}()
+		fmt.Printf("Operator started as processes on this host (log: %s)\n", logPath)
+		for _, p := range procs.Pids() {
+			fmt.Printf("  %s: pid %d\n", p.Name, p.Pid)
+		}
+		failed, logHint = procs.Exited(), func() string { return logTail(logPath) }
 	}
 
-	d, err := waitAvailable(ctx, e.GuestClient, procs.Exited(), 5*time.Minute)
+	d, err := waitAvailable(ctx, e.GuestClient, failed, 5*time.Minute)
 	if err != nil {
-		return fmt.Errorf("waiting for the driver to become available: %w%s", err, logTail(logPath))
+		return fmt.Errorf("waiting for the driver to become available: %w%s", err, logHint())
 	}
-	fmt.Printf("\nCinder CSI driver available %s after the operator started (%s after run-local started).\n\n",
+	fmt.Printf("\nCinder CSI driver available %s after the operator's start (%s after run-local started).\n\n",
 		time.Since(opStart).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 	printConditions(d)
 	if e.Real != nil {
@@ -138,8 +163,8 @@ func run() error {
 	fmt.Println("\nRunning until interrupted (Ctrl-C).")
 	select {
 	case <-ctx.Done():
-	case err := <-procs.Exited():
-		return fmt.Errorf("%w%s", err, logTail(logPath))
+	case err := <-failed:
+		return err
 	}
 	fmt.Println("\nStopping.")
 	return nil
