@@ -8,7 +8,12 @@ package integration
 import (
 	"context"
 	"crypto/tls"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,9 +31,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/tlscheck"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -141,6 +149,10 @@ func testTLSProfile(t *testing.T, mode, process string) {
 		g.Expect(ownedVersions(g, e)).To(Equal(othersBefore), "objects other than the Deployment changed with the profile")
 	})
 
+	t.Run("When the real kube-rbac-proxy runs with the controller's arguments under Modern, it should refuse TLS 1.2 and serve only authorised scrapes", func(t *testing.T) {
+		checkKubeRBACProxy(t, e, cs, controllerDeployment(NewWithT(t), e), procs.MetricsToken)
+	})
+
 	t.Run("When the cluster's profile cannot be served, it should fall back to Intermediate and say so in a condition that is not Degraded", func(t *testing.T) {
 		g := NewWithT(t)
 		others := ownedVersions(g, e)
@@ -157,6 +169,91 @@ func testTLSProfile(t *testing.T, mode, process string) {
 		}).WithTimeout(reactTimeout).WithPolling(poll).Should(Succeed())
 		g.Expect(ownedVersions(g, e)).To(Equal(others), "objects other than the Deployment changed with the profile")
 	})
+}
+
+// checkKubeRBACProxy runs the kube-rbac-proxy binary the operand image is built from with the
+// arguments of the controller's first kube-rbac-proxy container (which must be at the Modern
+// profile), listening on loopback in front of a stand-in metrics endpoint, with its own
+// certificate and the management cluster's kubeconfig for its reviews, and runs the tlscheck
+// checks against it: the same checks the lead runs against the real pods on a real node.
+func checkKubeRBACProxy(t *testing.T, e *env.Env, cs kubernetes.Interface, dep *appsv1.Deployment, readerToken string) {
+	g := NewWithT(t)
+	root, err := localcluster.ModuleRoot()
+	g.Expect(err).NotTo(HaveOccurred())
+	v := images.DefaultVersions()
+	binary := images.BinaryPath(filepath.Join(root, "bin"), images.KubeRBACProxy, v.KubeRBACProxy)
+	if _, err := os.Stat(binary); err != nil {
+		t.Skipf("kube-rbac-proxy %s is not built (make operand-binaries): %v", v.KubeRBACProxy, err)
+	}
+	var args []string
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		if strings.Contains(c.Name, "kube-rbac-proxy") {
+			args = c.Args
+			break
+		}
+	}
+	g.Expect(args).To(ContainElement("--tls-min-version=VersionTLS13"))
+
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("csi_sidecar_operations_seconds_count 1\n"))
+	}))
+	t.Cleanup(upstream.Close)
+	dir := t.TempDir()
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	g.Expect(os.WriteFile(certFile, certPEM, 0o600)).To(Succeed())
+	g.Expect(os.WriteFile(keyFile, keyPEM, 0o600)).To(Succeed())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	addr := l.Addr().String()
+	g.Expect(l.Close()).To(Succeed())
+
+	// The pod's addresses and paths become this process's; the TLS flags stay as the Deployment has them.
+	local := map[string]string{
+		"--secure-listen-address": addr, "--upstream": upstream.URL + "/",
+		"--tls-cert-file": certFile, "--tls-private-key-file": keyFile,
+	}
+	run := []string{"--kubeconfig=" + e.Mgmt.KubeconfigPath()}
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		if v, ok := local[name]; ok {
+			a = name + "=" + v
+		}
+		run = append(run, a)
+	}
+	var out logBuffer
+	cmd := exec.Command(binary, run...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	g.Expect(cmd.Start()).To(Succeed())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("kube-rbac-proxy log:\n%s", lastLines(out.String(), 40))
+		}
+	})
+
+	ctx := t.Context()
+	g.Eventually(func() error {
+		_, err := tlscheck.Handshake(ctx, addr, tls.VersionTLS13, tlscheck.Options{})
+		return err
+	}).WithTimeout(reactTimeout).WithPolling(poll).Should(Succeed(), "a TLS 1.3 client is served")
+	_, err = tlscheck.Handshake(ctx, addr, tls.VersionTLS12, tlscheck.Options{})
+	g.Expect(err).To(HaveOccurred(), "a TLS 1.2 client was served")
+
+	status, _, err := tlscheck.Scrape(ctx, addr, "/metrics", "", tlscheck.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(status).To(Equal(http.StatusUnauthorized))
+	other, err := tlscheck.ServiceAccountToken(ctx, cs, e.Namespace, "no-metrics", false)
+	g.Expect(err).NotTo(HaveOccurred())
+	status, _, err = tlscheck.Scrape(ctx, addr, "/metrics", other, tlscheck.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(status).To(Equal(http.StatusForbidden))
+	status, body, err := tlscheck.Scrape(ctx, addr, "/metrics", readerToken, tlscheck.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(status).To(Equal(http.StatusOK), string(body))
+	g.Expect(string(body)).To(ContainSubstring("csi_sidecar_operations_seconds_count"))
 }
 
 // setProfile sets the cluster's TLS security profile where the mode keeps it: the
