@@ -60,7 +60,7 @@ func TestFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	scrape := func(header string) int {
-		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/metrics", nil)
 		if header != "" {
 			req.Header.Set("Authorization", header)
 		}

@@ -36,7 +36,7 @@ func serve(t *testing.T, l *Live) string {
 				return
 			}
 			go func() {
-				_ = c.(*tls.Conn).Handshake()
+				_ = c.(*tls.Conn).HandshakeContext(t.Context())
 				_ = c.Close()
 			}()
 		}
