@@ -103,6 +103,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, mgmt, guest cluster.Clus
 	} else {
 		b = b.WatchesRawSource(clusters.Watch(guestCache, &configv1.Infrastructure{})).
 			WatchesRawSource(clusters.Watch(guestCache, &configv1.Proxy{})).
+			WatchesRawSource(clusters.Watch(guestCache, &configv1.APIServer{})).
 			WatchesRawSource(clusters.Watch(guestCache, &apiextensionsv1.CustomResourceDefinition{}, clusters.Named(names.ServiceMonitorCRD)))
 	}
 	var err error
@@ -157,7 +158,15 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		log.V(2).Info("Not applying: invalid configuration", "reason", p.Problems[0].Reason)
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(p.Problems[0].Reason))
 	}
-	st.False(names.ConditionConfigDegraded, names.ReasonAsExpected, "")
+	if p.TLS.Problem != "" {
+		// Not Degraded: the endpoints serve OpenShift's default profile, as safe as the
+		// platform's own default, and the cluster's other components report the profile
+		// themselves. The message says what the operator does instead.
+		st.False(names.ConditionConfigDegraded, names.ReasonTLSProfileFallback,
+			p.TLS.Problem+" The metrics endpoints use the Intermediate profile until it is fixed.")
+	} else {
+		st.False(names.ConditionConfigDegraded, names.ReasonAsExpected, "")
+	}
 	setTopologyCondition(st, p.Topology)
 	log.V(4).Info("Topology decided", "enabled", p.Topology.Enabled, "source", p.Topology.Source,
 		"computeZones", p.Topology.ComputeZones, "volumeZones", p.Topology.VolumeZones)

@@ -25,6 +25,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 )
 
 // Paths and names used only by the controller Deployment.
@@ -80,6 +81,8 @@ type controllerInputs struct {
 	// TrustedCA is whether the injected CA bundle has content (standalone only).
 	Proxy     configv1.ProxyStatus
 	TrustedCA bool
+	// TLS is the cluster's TLS security profile, which every kube-rbac-proxy serves.
+	TLS tlsprofile.Settings
 }
 
 // trustedCAVolume holds the cluster's trusted CA bundle, mounted where the driver's TLS stack
@@ -194,7 +197,7 @@ func desiredController(d *manifests.Decoder, in controllerInputs) (*appsv1.Deplo
 	dep.Spec.Replicas = ptr.To(replicas)
 
 	pod := &dep.Spec.Template.Spec
-	pod.Containers = append(pod.Containers, kubeRBACProxies(in.Images.KubeRBACProxy)...)
+	pod.Containers = append(pod.Containers, kubeRBACProxies(in.Images.KubeRBACProxy, in.TLS)...)
 	if err := setControllerImages(pod, in.Images); err != nil {
 		return nil, err
 	}
@@ -255,21 +258,23 @@ func sidecarLeaderElectionArgs() []string {
 // seconds formats d as whole seconds ("137s"), the form OpenShift's manifests use.
 func seconds(d time.Duration) string { return strconv.Itoa(int(d.Seconds())) + "s" }
 
-// kubeRBACProxies returns one kube-rbac-proxy container per metrics port. kube-rbac-proxy reloads
-// its serving certificate from disk, so certificate rotation needs no rollout.
-func kubeRBACProxies(image string) []corev1.Container {
+// kubeRBACProxies returns one kube-rbac-proxy container per metrics port, serving the cluster's
+// TLS profile: a profile change is a change of their arguments, so it rolls the controller once.
+// kube-rbac-proxy reloads its serving certificate from disk, so certificate rotation needs no
+// rollout.
+func kubeRBACProxies(image string, profile tlsprofile.Settings) []corev1.Container {
 	out := make([]corev1.Container, 0, len(metricsProxies))
 	for _, p := range metricsProxies {
 		out = append(out, corev1.Container{
 			Name:  p.name,
 			Image: image,
-			Args: []string{
+			Args: append([]string{
 				fmt.Sprintf("--secure-listen-address=0.0.0.0:%d", p.exposed),
 				fmt.Sprintf("--upstream=http://127.0.0.1:%d/", p.loopback),
 				"--tls-cert-file=/etc/tls/private/tls.crt",
 				"--tls-private-key-file=/etc/tls/private/tls.key",
 				"--logtostderr=true",
-			},
+			}, profile.KubeRBACProxyArgs()...),
 			Ports: []corev1.ContainerPort{{Name: p.port, ContainerPort: int32(p.exposed), Protocol: corev1.ProtocolTCP}},
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 				corev1.ResourceCPU:    resource.MustParse("10m"),

@@ -27,6 +27,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 )
 
 // defaultCloudName is the clouds.yaml entry OpenShift's installer and `hypershift create cluster
@@ -44,6 +45,9 @@ type Inputs struct {
 	// Infrastructure and Proxy are the cluster's (standalone only).
 	Infrastructure *configv1.Infrastructure
 	Proxy          *configv1.Proxy
+	// APIServer holds the cluster's TLS security profile (standalone only; HyperShift's is in
+	// the HostedControlPlane).
+	APIServer *configv1.APIServer
 	// TrustedCA is the CA bundle the cluster network operator injects (standalone only).
 	TrustedCA  *corev1.ConfigMap
 	UserConfig *corev1.ConfigMap
@@ -76,6 +80,7 @@ func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 		dep                                appsv1.Deployment
 		infra                              configv1.Infrastructure
 		proxy                              configv1.Proxy
+		apiServer                          configv1.APIServer
 		monitorCRD                         apiextensionsv1.CustomResourceDefinition
 	)
 	errs := []error{
@@ -90,6 +95,7 @@ func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 		errs = append(errs,
 			get(r.Guest, client.ObjectKey{Name: names.InfrastructureName}, &infra, func() { in.Infrastructure = &infra }),
 			get(r.Guest, client.ObjectKey{Name: names.ProxyName}, &proxy, func() { in.Proxy = &proxy }),
+			get(r.Guest, client.ObjectKey{Name: names.APIServerName}, &apiServer, func() { in.APIServer = &apiServer }),
 			get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.TrustedCABundleConfigMap}, &trustedCA, func() { in.TrustedCA = &trustedCA }),
 			get(r.Guest, client.ObjectKey{Name: names.ServiceMonitorCRD}, &monitorCRD, func() { in.ServiceMonitorCRD = clusters.Established(&monitorCRD) }),
 		)
@@ -142,6 +148,8 @@ type config struct {
 	// ServiceMonitor is set when the controller's ServiceMonitor is to be applied (standalone,
 	// with the kind served).
 	ServiceMonitor bool
+	// TLS is the cluster's TLS security profile, for the controller's kube-rbac-proxies.
+	TLS tlsprofile.Settings
 }
 
 // Standalone placement of the controller: the masters, unless the control plane is External
@@ -174,6 +182,7 @@ func resolveStandalone(cfg *config, in *Inputs) []problem {
 		cfg.Proxy = in.Proxy.Status
 	}
 	cfg.ServiceMonitor = in.ServiceMonitorCRD
+	cfg.TLS = tlsprofile.Resolve(tlsprofile.FromAPIServer(in.APIServer))
 	// The operator creates the ConfigMap empty and the cluster network operator fills it: only
 	// a filled one is an input. Hashing the empty one would add a hash annotation on the
 	// reconcile after the one that created it, and so roll the controller a second time.
@@ -186,7 +195,8 @@ func resolveStandalone(cfg *config, in *Inputs) []problem {
 // resolve validates the inputs and resolves them into a config, or returns the problems found.
 func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*config, []problem) {
 	var problems []problem
-	cfg := &config{CloudName: defaultCloudName}
+	// HyperShift's profile comes with the HostedControlPlane; standalone's, from APIServer.
+	cfg := &config{CloudName: defaultCloudName, TLS: tlsprofile.Intermediate()}
 
 	v, err := loglevel.Verbosity(driver.Spec.LogLevel)
 	if err != nil {
@@ -210,6 +220,7 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*confi
 			cfg.NodeSelector = hcp.Spec.NodeSelector
 			cfg.Tolerations = hcp.Spec.Tolerations
 			cfg.PodLabels = hcp.Spec.Labels
+			cfg.TLS = tlsprofile.Resolve(tlsprofile.FromHostedControlPlane(hcp))
 			if os := hcp.Spec.Platform.OpenStack; os != nil && os.IdentityRef.CloudName != "" {
 				cfg.CloudName = os.IdentityRef.CloudName
 			}

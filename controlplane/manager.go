@@ -119,6 +119,7 @@ func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
 		guestConfigMaps[names.OpenShiftConfigNamespace] = cache.Config{}
 		guest.ByObject[&configv1.Infrastructure{}] = cache.ByObject{Field: clusters.ByName(names.InfrastructureName)}
 		guest.ByObject[&configv1.Proxy{}] = cache.ByObject{Field: clusters.ByName(names.ProxyName)}
+		guest.ByObject[&configv1.APIServer{}] = cache.ByObject{Field: clusters.ByName(names.APIServerName)}
 		// The ServiceMonitor is watched once its CRD is served, so a cluster without the
 		// monitoring stack costs nothing. Its informer covers the controller namespace
 		// unfiltered: a per-kind option would need the kind's REST mapping when the cache

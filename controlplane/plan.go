@@ -12,6 +12,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
@@ -66,6 +67,9 @@ type Plan struct {
 	Topology topologyDecision
 	// ServiceMonitor is set when Apply holds the ServiceMonitor, whose watch starts late.
 	ServiceMonitor bool
+	// TLS is the TLS security profile the kube-rbac-proxies serve. Its Problem is set when the
+	// cluster's profile cannot be served and Intermediate stands in for it.
+	TLS tlsprofile.Settings
 }
 
 // Desired computes the plan for s. It reads nothing and writes nothing. The error is an internal
@@ -79,7 +83,7 @@ func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
 // credentials. The inputs are resolved once either way.
 func desired(d *manifests.Decoder, rc Config, s State, detect func(detectionInputs) Detection) (*Plan, error) {
 	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) {
-		return objects(d, rc, &config{ServiceMonitor: s.Inputs.ServiceMonitorCRD}, nil, false)
+		return objects(d, rc, &config{ServiceMonitor: s.Inputs.ServiceMonitorCRD, TLS: tlsprofile.Intermediate()}, nil, false)
 	})
 	p := &Plan{Base: base}
 	if complete || err != nil {
@@ -101,6 +105,7 @@ func desired(d *manifests.Decoder, rc Config, s State, detect func(detectionInpu
 	}
 	p.Apply = steps
 	p.ServiceMonitor = cfg.ServiceMonitor && !rc.HyperShift
+	p.TLS = cfg.TLS
 	return p, nil
 }
 
@@ -124,6 +129,7 @@ func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.S
 		Topology:        enableTopology,
 		Proxy:           cfg.Proxy,
 		TrustedCA:       cfg.TrustedCA != nil,
+		TLS:             cfg.TLS,
 		Hashes: map[string]string{
 			// The hash of the ConfigMap as it will be applied, so the first rollout already
 			// carries the final value.

@@ -1,12 +1,14 @@
 package controlplane
 
 import (
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	configv1 "github.com/openshift/api/config/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -128,6 +130,9 @@ func TestDesired(t *testing.T) {
 		{name: "When standalone behind a proxy, it should match the fixture", rc: standaloneConfig(), state: standaloneState(true, false), topology: true},
 		{name: "When standalone with a trusted CA bundle, it should match the fixture", rc: standaloneConfig(), state: standaloneState(false, true)},
 		{name: "When standalone behind a proxy with a trusted CA bundle, it should match the fixture", rc: standaloneConfig(), state: standaloneState(true, true), topology: true},
+		// The fixtures above serve Intermediate, the profile of a cluster that sets none.
+		{name: "When on HyperShift with the Modern TLS profile, it should match the fixture", rc: hyperShiftConfig(), state: withProfile(hyperShiftState(false, ""), modernProfile())},
+		{name: "When standalone with the Modern TLS profile, it should match the fixture", rc: standaloneConfig(), state: withProfile(standaloneState(false, false), modernProfile())},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -218,6 +223,101 @@ func TestDesired(t *testing.T) {
 		g.Expect(p.ProblemMessages()).To(ContainElement(ContainSubstring("spec.logLevel")))
 		g.Expect(p.ProblemMessages()).To(ContainElement(ContainSubstring("does not exist")))
 	})
+}
+
+// modernProfile is OpenShift's Modern TLS security profile.
+func modernProfile() *configv1.TLSSecurityProfile {
+	return &configv1.TLSSecurityProfile{Type: configv1.TLSProfileModernType, Modern: &configv1.ModernTLSProfile{}}
+}
+
+// withProfile sets the cluster's TLS security profile where the mode keeps it: the
+// HostedControlPlane's API server configuration, or the APIServer named cluster.
+func withProfile(s State, p *configv1.TLSSecurityProfile) State {
+	if s.Inputs.HCP != nil {
+		hcp := s.Inputs.HCP.DeepCopy()
+		hcp.Spec.Configuration = &hyperv1.ClusterConfiguration{APIServer: &configv1.APIServerSpec{TLSSecurityProfile: p}}
+		s.Inputs.HCP = hcp
+		return s
+	}
+	s.Inputs.APIServer = &configv1.APIServer{ObjectMeta: metav1.ObjectMeta{Name: names.APIServerName},
+		Spec: configv1.APIServerSpec{TLSSecurityProfile: p}}
+	return s
+}
+
+// TestDesiredTLSProfile checks what the cluster's TLS security profile changes: the arguments of
+// every kube-rbac-proxy, so one new template of the controller Deployment, and nothing else.
+func TestDesiredTLSProfile(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []struct {
+		name  string
+		rc    Config
+		state State
+	}{
+		{name: "on HyperShift", rc: hyperShiftConfig(), state: hyperShiftState(true, testCA)},
+		{name: "standalone", rc: standaloneConfig(), state: standaloneState(true, true)},
+	} {
+		t.Run("When the profile changes from Intermediate to Modern "+mode.name+", it should change the Deployment's kube-rbac-proxy arguments and no other object", func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			before := desiredPlan(t, mode.rc, mode.state)
+			after := desiredPlan(t, mode.rc, withProfile(mode.state, modernProfile()))
+			g.Expect(testutil.StepNames(after.Apply)).To(Equal(testutil.StepNames(before.Apply)))
+			for i := range before.Apply {
+				b, a := before.Apply[i].Object, after.Apply[i].Object
+				if _, ok := b.(*appsv1.Deployment); ok {
+					continue
+				}
+				g.Expect(a).To(Equal(b), "%s changed with the profile", testutil.StepNames(before.Apply[i : i+1])[0])
+			}
+			proxies := 0
+			for _, c := range planDeployment(g, after).Spec.Template.Spec.Containers {
+				if !strings.Contains(c.Name, "kube-rbac-proxy") {
+					g.Expect(c).To(Equal(containerNamed(planDeployment(g, before), c.Name)), "container %s changed with the profile", c.Name)
+					continue
+				}
+				proxies++
+				g.Expect(c.Args).To(ContainElements("--tls-min-version=VersionTLS13",
+					"--tls-cipher-suites=TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384,TLS_CHACHA20_POLY1305_SHA256"))
+				g.Expect(containerNamed(planDeployment(g, before), c.Name).Args).To(ContainElement("--tls-min-version=VersionTLS12"))
+			}
+			g.Expect(proxies).To(Equal(len(metricsProxies)))
+			g.Expect(after.TLS.Problem).To(BeEmpty())
+		})
+	}
+
+	t.Run("When the cluster's profile cannot be served, it should apply Intermediate and say why, without a problem that stops the apply", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		bad := &configv1.TLSSecurityProfile{Type: configv1.TLSProfileCustomType, Custom: &configv1.CustomTLSProfile{
+			TLSProfileSpec: configv1.TLSProfileSpec{MinTLSVersion: configv1.VersionTLS12, Ciphers: []string{"DHE-RSA-AES256-GCM-SHA384"}}}}
+		p := desiredPlan(t, standaloneConfig(), withProfile(standaloneState(false, false), bad))
+		g.Expect(p.Problems).To(BeEmpty())
+		g.Expect(p.Apply).NotTo(BeEmpty())
+		g.Expect(p.TLS.Problem).To(ContainSubstring("none of its ciphers"))
+		intermediate := desiredPlan(t, standaloneConfig(), standaloneState(false, false))
+		g.Expect(planDeployment(g, p)).To(Equal(planDeployment(g, intermediate)))
+	})
+}
+
+// planDeployment returns the controller Deployment a plan applies.
+func planDeployment(g Gomega, p *Plan) *appsv1.Deployment {
+	for _, s := range p.Apply {
+		if d, ok := s.Object.(*appsv1.Deployment); ok {
+			return d
+		}
+	}
+	g.Expect(false).To(BeTrue(), "the plan applies no Deployment")
+	return nil
+}
+
+// containerNamed returns the container name of d's pod template.
+func containerNamed(d *appsv1.Deployment, name string) corev1.Container {
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == name {
+			return c
+		}
+	}
+	return corev1.Container{}
 }
 
 // TestDesiredRemoved checks that managementState Removed deletes exactly what Managed applies, in

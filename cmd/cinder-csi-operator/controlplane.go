@@ -19,7 +19,7 @@ func runControlPlane(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f managerFlags
-	f.bind(fs, true, ":8080", ":8081")
+	f.bind(fs, true, ":8443", ":8081")
 	var o operator.ControlPlane
 	bindTopologyFlags(fs, &o.Config)
 	if err := f.parse(fs, args, ""); err != nil {

@@ -17,7 +17,7 @@ func runGuest(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("guest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f managerFlags
-	f.bind(fs, true, ":8082", ":8083")
+	f.bind(fs, true, ":8444", ":8083")
 	if err := f.parse(fs, args, ""); err != nil {
 		return err
 	}
@@ -33,11 +33,13 @@ func runGuest(args []string, stderr io.Writer) error {
 	if o.Guest, err = restConfig(f.guestKubeconfig, userAgent("guest")); err != nil {
 		return err
 	}
-	if f.leaderElect {
-		if o.LeaderConfig, err = restConfig(f.kubeconfig, userAgent("guest")); err != nil {
-			return err
-		}
+	// The cluster where the pod runs: the lease, the reviews of metrics scrapers and the TLS
+	// profile (the HostedControlPlane's) live there.
+	if o.Mgmt, err = restConfig(f.kubeconfig, userAgent("guest")); err != nil {
+		return err
 	}
+	o.Namespace = f.namespace
+	o.LeaderConfig = o.Mgmt
 	m, err := operator.NewGuest(o)
 	if err != nil {
 		return err

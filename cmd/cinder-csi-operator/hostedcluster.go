@@ -19,7 +19,7 @@ func runHostedCluster(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("hostedcluster", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f managerFlags
-	f.bind(fs, true, ":8080", ":8081")
+	f.bind(fs, true, ":8443", ":8081")
 	var o operator.HostedCluster
 	bindTopologyFlags(fs, &o.ControlPlaneConfig)
 	if err := f.parse(fs, args, ""); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 )
 
 // serviceAccountNamespaceFile is where Kubernetes mounts the pod's namespace.
@@ -28,13 +29,16 @@ type managerFlags struct {
 	leaderElect             bool
 	leaderElectionNamespace string
 	metricsAddr             string
+	metricsCertDir          string
 	probeAddr               string
 	pprofAddr               string
 	zap                     zap.Options
 }
 
 // bind registers the common flags. defaultMetrics and defaultProbe differ per command so that
-// the controlplane and guest managers can share a pod.
+// the controlplane and guest managers can share a pod. The metrics ports are those
+// cluster-storage-operator's NetworkPolicy allow-ingress-to-operator-metrics-range opens to
+// monitoring (8443-8445), on pods labelled openshift.storage.network-policy.operator-metrics-range.
 func (f *managerFlags) bind(fs *flag.FlagSet, withGuest bool, defaultMetrics, defaultProbe string) {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "",
 		"Path to the kubeconfig of the cluster where the operator runs (the management cluster in HyperShift mode). Empty means the in-cluster configuration.")
@@ -49,7 +53,9 @@ func (f *managerFlags) bind(fs *flag.FlagSet, withGuest bool, defaultMetrics, de
 	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader election lease, on the cluster where the operator runs. Defaults to --namespace.")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", defaultMetrics,
-		`Address /metrics listens on; "0" disables it.`)
+		`Address /metrics listens on, over HTTPS, for callers allowed to get /metrics (a TokenReview and a SubjectAccessReview on the cluster where the operator runs); "0" disables it.`)
+	fs.StringVar(&f.metricsCertDir, "metrics-cert-dir", "",
+		"Directory holding the metrics endpoint's serving certificate, tls.crt and tls.key (reloaded when they change). Without them at start, a self-signed certificate is made.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", defaultProbe,
 		`Address /healthz and /readyz listen on; "0" disables them.`)
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0",
@@ -152,6 +158,8 @@ func (f *managerFlags) common(stderr io.Writer) operator.Common {
 		LeaderElectionIdentity:  leaderIdentity(os.Getenv),
 		MetricsBindAddress:      f.metricsAddr,
 		HealthProbeBindAddress:  f.probeAddr,
+		MetricsCertDir:          f.metricsCertDir,
+		TLSProfile:              tlsprofile.NewLive(),
 		PprofBindAddress:        f.pprofAddr,
 	}
 }

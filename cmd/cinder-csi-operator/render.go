@@ -37,6 +37,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	hcpFile := fs.String("hcp-file", "", "HostedControlPlane YAML (hypershift)")
 	infraFile := fs.String("infrastructure-file", "", "Infrastructure YAML (standalone)")
 	proxyFile := fs.String("proxy-file", "", "Proxy YAML (standalone, optional)")
+	apiServerFile := fs.String("apiserver-file", "", "APIServer cluster YAML, for its TLS security profile (standalone, optional; default Intermediate)")
 	credsFile := fs.String("credentials-file", "", "Secret openstack-cloud-credentials YAML (clouds.yaml, optional cacert)")
 	caFile := fs.String("ca-configmap-file", "", "ConfigMap with ca-bundle.pem (openstack-cloud-config, or the cloud-provider config), optional")
 	userFile := fs.String("user-config-file", "", "ConfigMap openshift-config/cinder-csi-config YAML, optional")
@@ -75,6 +76,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	}{
 		{*credsFile, &in.Credentials}, {*caFile, &in.CAConfigMap}, {*userFile, &in.UserConfig}, {*driverFile, &cp.Driver},
 		{*hcpFile, &in.HCP}, {*infraFile, &in.Infrastructure}, {*proxyFile, &in.Proxy},
+		{*apiServerFile, &in.APIServer},
 	}
 	for _, f := range files {
 		if f.path == "" {
@@ -200,6 +202,9 @@ func readObject(path string, into any) error {
 		target = *p
 	case **configv1.Proxy:
 		*p = &configv1.Proxy{}
+		target = *p
+	case **configv1.APIServer:
+		*p = &configv1.APIServer{}
 		target = *p
 	default:
 		return fmt.Errorf("cannot read %T", into)

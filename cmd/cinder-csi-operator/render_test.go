@@ -78,6 +78,14 @@ func TestRunRender(t *testing.T) {
 		g.Expect(run(append(args, "--servicemonitor=false"), &out, &errOut)).To(Equal(0), errOut.String())
 		g.Expect(documents(t, out.String())).NotTo(ContainElement("ServiceMonitor/openstack-cinder-csi-driver-controller-monitor"))
 	})
+	t.Run("When rendering a standalone cluster with an APIServer's TLS profile, it should give it to every kube-rbac-proxy", func(t *testing.T) {
+		g := NewWithT(t)
+		var out, errOut bytes.Buffer
+		g.Expect(run([]string{"render", "--mode=standalone", "--infrastructure-file=testdata/infrastructure-shiftstack.yaml",
+			"--credentials-file=testdata/credentials.yaml", "--apiserver-file=testdata/apiserver-modern.yaml"}, &out, &errOut)).To(Equal(0), errOut.String())
+		g.Expect(strings.Count(out.String(), "--tls-min-version=VersionTLS13")).To(Equal(5))
+		g.Expect(out.String()).NotTo(ContainSubstring("--tls-min-version=VersionTLS12"))
+	})
 	// The fixtures are the whole output: what a user reviews in a GitOps diff.
 	for _, tt := range []struct {
 		name string

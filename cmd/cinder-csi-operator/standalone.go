@@ -15,7 +15,7 @@ func runStandalone(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("standalone", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f managerFlags
-	f.bind(fs, false, ":8080", ":8081")
+	f.bind(fs, false, ":8443", ":8081")
 	var o operator.Standalone
 	bindTopologyFlags(fs, &o.ControlPlane)
 	if err := f.parse(fs, args, names.GuestNamespace); err != nil {

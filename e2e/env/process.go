@@ -1,6 +1,7 @@
 package env
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +14,16 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/tlscheck"
 )
+
+// MetricsScraper is the ServiceAccount, in the operator's namespace on the cluster where it runs,
+// whose token scrapes the operator processes' metrics: like Prometheus, it may get /metrics and
+// nothing else.
+const MetricsScraper = "metrics-scraper"
 
 // Processes are operator processes started from the built binary, as a platform would run it.
 type Processes struct {
@@ -22,8 +32,11 @@ type Processes struct {
 	// exited receives the first process that ends on its own, before Stop.
 	exited chan error
 	// MetricsAddrs are the processes' /metrics addresses, by process name (its subcommand:
-	// hostedcluster, controlplane, guest or standalone).
+	// hostedcluster, controlplane, guest or standalone). They serve HTTPS, to callers allowed
+	// to get /metrics on the cluster where the operator runs: see Scrape and MetricsToken.
 	MetricsAddrs map[string]string
+	// MetricsToken is a token of ServiceAccount MetricsScraper, which may get /metrics.
+	MetricsToken string
 	// HealthAddrs are the processes' /healthz and /readyz addresses, by process name.
 	HealthAddrs map[string]string
 }
@@ -79,6 +92,13 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 	for k, v := range operandImages {
 		environ = append(environ, k+"="+v)
 	}
+	cs, err := kubernetes.NewForConfig(e.MgmtConfig())
+	if err != nil {
+		return nil, err
+	}
+	if p.MetricsToken, err = tlscheck.ServiceAccountToken(context.Background(), cs, e.Namespace, MetricsScraper, true); err != nil {
+		return nil, fmt.Errorf("making the token that scrapes the operator's metrics: %w", err)
+	}
 	if o.PodName != "" {
 		environ = append(environ, "POD_NAME="+o.PodName, "POD_NAMESPACE="+e.Namespace)
 	}
@@ -129,6 +149,23 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 		p.MetricsAddrs[r.name], p.HealthAddrs[r.name] = metrics, health
 	}
 	return p, nil
+}
+
+// Scrape reads the metrics of the manager name over HTTPS with MetricsToken, as Prometheus
+// would, and returns the body of a 200 answer; any other status is an error.
+func (p *Processes) Scrape(ctx context.Context, name string) ([]byte, error) {
+	addr, ok := p.MetricsAddrs[name]
+	if !ok {
+		return nil, fmt.Errorf("no %s manager process", name)
+	}
+	status, body, err := tlscheck.Scrape(ctx, addr, "/metrics", p.MetricsToken, tlscheck.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if status != 200 {
+		return nil, fmt.Errorf("/metrics of the %s manager answered %d: %s", name, status, body)
+	}
+	return body, nil
 }
 
 // ProcessID names a running operator process.

@@ -293,7 +293,7 @@ func (x *run) firstScrape() (map[string]float64, time.Duration) {
 		if err := x.alive(); err != nil {
 			x.b.Fatalf("the operator exited at its start: %v", err)
 		}
-		out, err := reconcileTotals(x.procs.MetricsAddrs[process])
+		out, err := reconcileTotals(x.procs, process)
 		if err == nil {
 			return out, time.Since(x.started)
 		}
@@ -306,7 +306,7 @@ func (x *run) firstScrape() (map[string]float64, time.Duration) {
 
 // scrape returns the reconcile counters now.
 func (x *run) scrape() map[string]float64 {
-	out, err := reconcileTotals(x.procs.MetricsAddrs[process])
+	out, err := reconcileTotals(x.procs, process)
 	if err != nil {
 		x.b.Fatalf("scraping the operator's metrics: %v", err)
 	}

@@ -3,32 +3,24 @@
 package footprint
 
 import (
+	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 )
 
 // reconcileMetric counts finished reconciles, labelled by controller and result.
 const reconcileMetric = "controller_runtime_reconcile_total"
 
-// reconcileTotals scrapes the operator's /metrics at addr and returns reconcileMetric per
-// controller, summed over results. Before the controllers have started it is empty.
-func reconcileTotals(addr string) (map[string]float64, error) {
-	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + addr + "/metrics")
+// reconcileTotals scrapes the /metrics of the operator process name, over HTTPS with a token
+// allowed to read them, as Prometheus does, and returns reconcileMetric per controller, summed
+// over results. Before the controllers have started it is empty.
+func reconcileTotals(procs *env.Processes, name string) (map[string]float64, error) {
+	body, err := procs.Scrape(context.Background(), name)
 	if err != nil {
 		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/metrics answered %s", resp.Status)
 	}
 	out := map[string]float64{}
 	// The text exposition format: name{label="value",...} value

@@ -101,6 +101,34 @@ func TestInstallManifests(t *testing.T) {
 		g.Expect(objectsOf[*appsv1.Deployment](readManifest(t, hyperShiftManagementFile, nil))).To(HaveLen(1))
 	})
 
+	t.Run("When an operator Deployment is read, it should serve its metrics with the certificate service-ca issues for its metrics Service", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, f := range []string{hyperShiftManagementFile, standaloneFile} {
+			docs := readManifest(t, f, nil)
+			svcs := objectsOf[*corev1.Service](docs)
+			g.Expect(svcs).To(HaveLen(1), f)
+			svc := svcs[0]
+			g.Expect(svc.Name).To(Equal("openstack-cinder-csi-driver-operator-metrics"), f)
+			secret := svc.Annotations[names.ServingCertAnnotation]
+			g.Expect(secret).To(Equal("openstack-cinder-csi-driver-operator-serving-cert"), f)
+			dep := objectsOf[*appsv1.Deployment](docs)[0]
+			g.Expect(svc.Spec.Selector).To(Equal(dep.Spec.Selector.MatchLabels), f)
+			c := dep.Spec.Template.Spec.Containers[0]
+			certDir := flagValue(c.Args, "--metrics-cert-dir")
+			g.Expect(certDir).NotTo(BeEmpty(), f)
+			var volume string
+			for _, m := range c.VolumeMounts {
+				if m.MountPath == certDir {
+					volume = m.Name
+				}
+			}
+			g.Expect(dep.Spec.Template.Spec.Volumes).To(ContainElement(And(HaveField("Name", volume),
+				HaveField("Secret.SecretName", secret), HaveField("Secret.Optional", HaveValue(BeTrue())))), f)
+			g.Expect(svc.Spec.Ports).To(ConsistOf(HaveField("TargetPort.StrVal", "metrics")), f)
+			g.Expect(c.Ports).To(ContainElement(And(HaveField("Name", "metrics"), HaveField("ContainerPort", BeEquivalentTo(8443)))), f)
+		}
+	})
+
 	t.Run("When an image reference is read, it should name no registry", func(t *testing.T) {
 		g := NewWithT(t)
 		for _, f := range installFiles(t) {
@@ -198,7 +226,7 @@ func expectHyperShiftPodRules(g Gomega, dep *appsv1.Deployment) {
 	g.Expect(c.Args).NotTo(BeEmpty())
 	g.Expect(c.Args[0]).To(Equal("hostedcluster"))
 	g.Expect(c.Args).To(ContainElement("--guest-kubeconfig=" + guestKubeconfigDir + "/" + names.KeyKubeconfig))
-	g.Expect(flagValue(c.Args, "--metrics-bind-address")).To(Equal(":8080"))
+	g.Expect(flagValue(c.Args, "--metrics-bind-address")).To(Equal(":8443"))
 	g.Expect(flagValue(c.Args, "--health-probe-bind-address")).To(Equal(":8081"))
 	ctrl, err := images.ControllerImages(envLookup(c), true)
 	g.Expect(err).NotTo(HaveOccurred(), "controller images")

@@ -20,6 +20,7 @@ const (
 	clusterCSIDriverCRD   = "operator/v1/zz_generated.crd-manifests/0000_50_csi-driver_01_clustercsidrivers-Default.crd.yaml"
 	infrastructureCRD     = "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_infrastructures-Default.crd.yaml"
 	proxyCRD              = "config/v1/zz_generated.crd-manifests/0000_03_config-operator_01_proxies.crd.yaml"
+	apiServerCRD          = "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_apiservers-Default.crd.yaml"
 	volumeSnapshotClassCR = "config/crd/snapshot.storage.k8s.io_volumesnapshotclasses.yaml"
 	volumeSnapshotCRD     = "config/crd/snapshot.storage.k8s.io_volumesnapshots.yaml"
 	volumeSnapshotContCRD = "config/crd/snapshot.storage.k8s.io_volumesnapshotcontents.yaml"
@@ -40,12 +41,14 @@ func ManagementCRDs() ([]string, error) {
 }
 
 // GuestCRDs returns the CRD files a guest (or standalone OpenShift) cluster needs for the
-// operator: ClusterCSIDriver, Infrastructure, Proxy, VolumeSnapshotClass and ServiceMonitor.
+// operator: ClusterCSIDriver, Infrastructure, Proxy, APIServer (the TLS security profile),
+// VolumeSnapshotClass and ServiceMonitor.
 func GuestCRDs() ([]string, error) {
 	return crdPaths([][2]string{
 		{openshiftAPIModule, clusterCSIDriverCRD},
 		{openshiftAPIModule, infrastructureCRD},
 		{openshiftAPIModule, proxyCRD},
+		{openshiftAPIModule, apiServerCRD},
 		{snapshotClientModule, volumeSnapshotClassCR},
 		{"", serviceMonitorCRD},
 	})

@@ -7,6 +7,7 @@ package clusters
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/metricsauth"
 )
 
 // Leader election timings of OpenShift operators (library-go's defaults, also passed to the CSI
@@ -66,15 +69,36 @@ type Options struct {
 	LeaderElectionIdentity string
 
 	// MetricsBindAddress and HealthProbeBindAddress are where /metrics and /healthz, /readyz
-	// listen; "0" disables them.
+	// listen; "0" disables them. The probes are plain HTTP, for the kubelet; /metrics is
+	// HTTPS with authentication and authorization (see Metrics).
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
+	// Metrics secures /metrics.
+	Metrics MetricsOptions
 	// PprofBindAddress is where Go's /debug/pprof/ profiles listen; empty or "0" disables them.
 	PprofBindAddress string
 
 	// SkipControllerNameValidation lets tests run several managers with the same
 	// controllers in one process.
 	SkipControllerNameValidation bool
+}
+
+// MetricsOptions secure the metrics endpoint as OpenShift's operators secure theirs: HTTPS only,
+// and a scrape is served only to a caller whose bearer token the API server accepts
+// (TokenReview) and who may get the non-resource URL /metrics there (SubjectAccessReview), such
+// as Prometheus' ServiceAccount. Anyone else gets 401 or 403.
+type MetricsOptions struct {
+	// CertDir holds the serving certificate, tls.crt and tls.key (the Secret that OpenShift's
+	// service-ca issues for the metrics Service); they are reloaded when they change. Without
+	// them at start, the endpoint serves a self-signed certificate made at start: still
+	// encrypted and authenticated, but a scraper cannot verify it.
+	CertDir string
+	// TLS sets the minimum version and cipher suites; tlsprofile.Live.ServerConfig makes them
+	// follow the cluster's profile. Nil leaves Go's defaults.
+	TLS func(*tls.Config)
+	// Auth is the cluster whose API server reviews scrapers' tokens and access: the cluster
+	// where the operator's pod runs and Prometheus with it. Nil means Primary.
+	Auth *rest.Config
 }
 
 // Manager is a controller-runtime manager plus, in HyperShift mode, the other cluster.
@@ -104,6 +128,10 @@ func New(o Options) (*Manager, error) {
 	log := o.Logger.WithName("apiserver")
 	primary := awaitAPIServer(o.Primary, log, false)
 
+	metrics, err := metricsOptions(o)
+	if err != nil {
+		return nil, err
+	}
 	opts := manager.Options{
 		Scheme:                        o.Scheme,
 		Logger:                        o.Logger,
@@ -116,7 +144,7 @@ func New(o Options) (*Manager, error) {
 		LeaseDuration:                 ptr.To(LeaseDuration),
 		RenewDeadline:                 ptr.To(RenewDeadline),
 		RetryPeriod:                   ptr.To(RetryPeriod),
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		Metrics:                       metrics,
 		HealthProbeBindAddress:        o.HealthProbeBindAddress,
 		PprofBindAddress:              o.PprofBindAddress,
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation)},
@@ -162,6 +190,36 @@ func New(o Options) (*Manager, error) {
 		return nil, fmt.Errorf("adding the readiness check: %w", err)
 	}
 	return m, nil
+}
+
+// metricsOptions returns the metrics server's options: HTTPS only, the token and access of every
+// scrape reviewed by the API server of o.Metrics.Auth (see package metricsauth).
+func metricsOptions(o Options) (metricsserver.Options, error) {
+	m := o.Metrics
+	auth := m.Auth
+	if auth == nil {
+		auth = o.Primary
+	}
+	// The reviews go to the cluster where the pod runs, whatever the manager's primary
+	// cluster is (the guest manager's is the hosted cluster).
+	reviewer, err := metricsauth.New(auth)
+	if err != nil {
+		return metricsserver.Options{}, fmt.Errorf("building the %s manager's metrics reviews: %w", o.Name, err)
+	}
+	return metricsserver.Options{
+		BindAddress:   o.MetricsBindAddress,
+		SecureServing: true,
+		CertDir:       m.CertDir,
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) {
+			// HTTP/1.1 only: a scrape gains nothing from HTTP/2, which brings its own attack
+			// surface (the rapid-reset and CONTINUATION floods) and its own cipher demands.
+			c.NextProtos = []string{"http/1.1"}
+			if m.TLS != nil {
+				m.TLS(c)
+			}
+		}},
+		FilterProvider: reviewer.FilterProvider(),
+	}, nil
 }
 
 // Start runs the manager until ctx is done and, with leader election, records the

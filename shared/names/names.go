@@ -79,6 +79,9 @@ const (
 	// InfrastructureName and ProxyName are the singleton config.openshift.io objects.
 	InfrastructureName = "cluster"
 	ProxyName          = "cluster"
+	// APIServerName is the standalone cluster's APIServer, whose spec.tlsSecurityProfile sets
+	// the TLS profile of every metrics endpoint the operator runs.
+	APIServerName = "cluster"
 	// VolumeSnapshotClassCRD is the CRD whose presence enables the VolumeSnapshotClass.
 	VolumeSnapshotClassCRD = "volumesnapshotclasses.snapshot.storage.k8s.io"
 	// ServiceMonitorCRD is the CRD whose presence enables the ServiceMonitor (standalone).
@@ -198,4 +201,7 @@ const (
 	ReasonOpenStackUnavailable      = "OpenStackUnavailable"
 	ReasonTopologyOverridden        = "Overridden"
 	ReasonMissingHostedControlPlane = "MissingHostedControlPlane"
+	// ReasonTLSProfileFallback is ConfigDegraded's reason, with status False, while the cluster's
+	// TLS security profile cannot be served and Intermediate is used instead.
+	ReasonTLSProfileFallback = "TLSProfileFallback"
 )

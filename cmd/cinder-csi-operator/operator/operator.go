@@ -8,12 +8,14 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane"
 	"github.com/cinder-csi-operator/cinder-csi-operator/guest"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 )
 
 // Common are the options every manager has.
@@ -30,6 +32,14 @@ type Common struct {
 	LeaderElectionIdentity string
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
+	// MetricsCertDir holds the metrics endpoint's serving certificate (tls.crt, tls.key); see
+	// clusters.MetricsOptions.
+	MetricsCertDir string
+	// TLSProfile, when set, is the cluster's TLS security profile for the metrics endpoint: the
+	// manager follows the cluster's profile into it (a watch on the APIServer named cluster
+	// standalone, on the HostedControlPlane on HyperShift), and every new connection is served
+	// at the profile then in force, without a restart. Nil serves Go's defaults.
+	TLSProfile *tlsprofile.Live
 	// PprofBindAddress is where /debug/pprof/ listens; empty or "0" disables it.
 	PprofBindAddress string
 	// SkipControllerNameValidation lets tests run several managers in one process.
@@ -48,6 +58,11 @@ type Guest struct {
 	Common
 	Guest  *rest.Config
 	Config guest.Config
+	// Mgmt is the management cluster and Namespace the HostedControlPlane namespace, where the
+	// manager reads the TLS security profile of its metrics endpoint; without Mgmt the endpoint
+	// serves Go's defaults.
+	Mgmt      *rest.Config
+	Namespace string
 }
 
 // HostedCluster are the options of the HyperShift operator in one process: both managers of one
@@ -82,6 +97,10 @@ func (c Common) options(name string, primary *rest.Config, lockID string) (clust
 	if leader == nil {
 		leader = primary
 	}
+	metrics := clusters.MetricsOptions{CertDir: c.MetricsCertDir, Auth: leader}
+	if c.TLSProfile != nil {
+		metrics.TLS = c.TLSProfile.ServerConfig
+	}
 	return clusters.Options{
 		Name:                         name,
 		Scheme:                       scheme,
@@ -94,9 +113,19 @@ func (c Common) options(name string, primary *rest.Config, lockID string) (clust
 		LeaderElectionIdentity:       c.LeaderElectionIdentity,
 		MetricsBindAddress:           c.MetricsBindAddress,
 		HealthProbeBindAddress:       c.HealthProbeBindAddress,
+		Metrics:                      metrics,
 		PprofBindAddress:             c.PprofBindAddress,
 		SkipControllerNameValidation: c.SkipControllerNameValidation,
 	}, nil
+}
+
+// followProfile makes m follow the cluster's TLS security profile from src, read through c, into
+// the metrics endpoint; nothing when the endpoint is off or follows no profile.
+func (c Common) followProfile(m *clusters.Manager, cc cache.Cache, src tlsprofile.Source) error {
+	if c.TLSProfile == nil || c.MetricsBindAddress == "0" {
+		return nil
+	}
+	return m.Add(&tlsprofile.Follower{Cache: cc, Source: src, Live: c.TLSProfile, Log: c.Logger.WithName("tlsprofile")})
 }
 
 // NewControlPlane builds the controlplane manager: primary cluster management (the HostedControlPlane
@@ -118,6 +147,9 @@ func NewControlPlane(o ControlPlane) (*clusters.Manager, error) {
 		return nil, err
 	}
 	if err := controlplane.Setup(m, m, m.Secondary, o.Config); err != nil {
+		return nil, err
+	}
+	if err := o.followProfile(m, m.GetCache(), tlsprofile.HostedControlPlaneSource(o.Config.Namespace)); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -142,6 +174,17 @@ func NewGuest(o Guest) (*clusters.Manager, error) {
 	}
 	if err := guest.Setup(m, m, o.Config); err != nil {
 		return nil, err
+	}
+	if o.Mgmt != nil && o.TLSProfile != nil && o.MetricsBindAddress != "0" {
+		// The profile lives with the HostedControlPlane on the management cluster: a cache of
+		// that one kind in that one namespace.
+		hcps, err := m.AddCluster("tlsprofile", o.Mgmt, cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}})
+		if err != nil {
+			return nil, err
+		}
+		if err := o.followProfile(m, hcps.GetCache(), tlsprofile.HostedControlPlaneSource(o.Namespace)); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
@@ -191,6 +234,10 @@ func NewHostedCluster(o HostedCluster) (*clusters.Manager, error) {
 	if err := guest.Setup(m, guestCluster, o.GuestConfig); err != nil {
 		return nil, err
 	}
+	// The HostedControlPlane's informer is the controlplane reconciler's own.
+	if err := o.followProfile(m, m.GetCache(), tlsprofile.HostedControlPlaneSource(o.ControlPlaneConfig.Namespace)); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -227,6 +274,10 @@ func NewStandalone(o Standalone) (*clusters.Manager, error) {
 		return nil, err
 	}
 	if err := guest.Setup(m, nodes, o.Guest); err != nil {
+		return nil, err
+	}
+	// The APIServer's informer is the controlplane reconciler's own, selected by name.
+	if err := o.followProfile(m, cpGuestCluster.GetCache(), tlsprofile.APIServerSource(names.APIServerName)); err != nil {
 		return nil, err
 	}
 	return m, nil
