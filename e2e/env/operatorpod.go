@@ -12,6 +12,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -118,6 +121,13 @@ func (e *Env) DeployOperator(ctx context.Context, o PodOptions) (*OperatorPod, e
 		files = []file{
 			{e.GuestClient, "manifests/install/hypershift/guest.yaml"},
 			{e.MgmtClient, "manifests/install/hypershift/management.yaml"},
+		}
+	}
+	if e.Mode == ModeHyperShift {
+		// What the HyperShift install manifest asks of the platform: the reviews of the
+		// operator's own metrics endpoint (a namespaced Role cannot grant them).
+		if err := BindAuthDelegator(ctx, e.MgmtClient, e.Namespace, OperatorName); err != nil {
+			return nil, err
 		}
 	}
 	for _, f := range files {
@@ -423,4 +433,19 @@ func podState(pod *corev1.Pod) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// BindAuthDelegator binds the ClusterRole system:auth-delegator (token and access reviews) to a
+// ServiceAccount, as a cluster administrator does for a metrics endpoint that reviews its
+// callers with the API server of the cluster its pod runs in.
+func BindAuthDelegator(ctx context.Context, c client.Client, ns, sa string) error {
+	b := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: sa + "-" + ns + "-auth-delegator"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}},
+	}
+	if err := c.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("binding system:auth-delegator to %s/%s: %w", ns, sa, err)
+	}
+	return nil
 }

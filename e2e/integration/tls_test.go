@@ -22,11 +22,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	configv1 "github.com/openshift/api/config/v1"
-	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -54,9 +52,6 @@ func TestTLSProfileStandalone(t *testing.T) {
 	t.Parallel()
 	testTLSProfile(t, env.ModeStandalone, "standalone")
 }
-
-// tlsFieldOwner edits the profile, as an administrator would.
-const tlsFieldOwner = "tls-test"
 
 func testTLSProfile(t *testing.T, mode, process string) {
 	binary := operatorBinary(t)
@@ -256,36 +251,11 @@ func checkKubeRBACProxy(t *testing.T, e *env.Env, cs kubernetes.Interface, dep *
 	g.Expect(string(body)).To(ContainSubstring("csi_sidecar_operations_seconds_count"))
 }
 
-// setProfile sets the cluster's TLS security profile where the mode keeps it: the
-// HostedControlPlane's spec.configuration.apiServer, or the APIServer named cluster.
+// setProfile sets the cluster's TLS security profile where the mode keeps it.
 func setProfile(t *testing.T, e *env.Env, p *configv1.TLSSecurityProfile) {
 	t.Helper()
-	ctx := t.Context()
-	if e.Mode == env.ModeHyperShift {
-		hcps := &hyperv1.HostedControlPlaneList{}
-		if err := e.MgmtClient.List(ctx, hcps, client.InNamespace(e.Namespace)); err != nil || len(hcps.Items) != 1 {
-			t.Fatalf("finding the HostedControlPlane: %v (%d found)", err, len(hcps.Items))
-		}
-		if err := env.Edit(ctx, e.MgmtClient, &hcps.Items[0], tlsFieldOwner, func(h *hyperv1.HostedControlPlane) {
-			if h.Spec.Configuration == nil {
-				h.Spec.Configuration = &hyperv1.ClusterConfiguration{}
-			}
-			if h.Spec.Configuration.APIServer == nil {
-				h.Spec.Configuration.APIServer = &configv1.APIServerSpec{}
-			}
-			h.Spec.Configuration.APIServer.TLSSecurityProfile = p
-		}); err != nil {
-			t.Fatalf("setting the HostedControlPlane's TLS profile: %v", err)
-		}
-		return
-	}
-	a := &configv1.APIServer{ObjectMeta: metav1.ObjectMeta{Name: names.APIServerName}, Spec: configv1.APIServerSpec{TLSSecurityProfile: p}}
-	err := e.GuestClient.Create(ctx, a, client.FieldOwner(tlsFieldOwner))
-	if apierrors.IsAlreadyExists(err) {
-		err = env.Edit(ctx, e.GuestClient, a, tlsFieldOwner, func(a *configv1.APIServer) { a.Spec.TLSSecurityProfile = p })
-	}
-	if err != nil {
-		t.Fatalf("setting APIServer %s's TLS profile: %v", names.APIServerName, err)
+	if err := e.SetTLSProfile(t.Context(), p); err != nil {
+		t.Fatal(err)
 	}
 }
 

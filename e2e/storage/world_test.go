@@ -52,6 +52,8 @@ type world struct {
 	OperatorStarted time.Time
 	// Operator is the operator's pod, deployed from the install manifests.
 	Operator *env.OperatorPod
+	// Env is the environment, for what the fields above do not cover.
+	Env *env.Env
 	// OperatorNamespace is where the operator runs and holds its lease (the controller's
 	// namespace in both modes).
 	OperatorNamespace string
@@ -107,7 +109,7 @@ func startWorld(t testing.TB, mode string) *world {
 		OpenStack: e.OpenStack, OpenStackURL: e.Real.OpenStackURL, Disks: e.Real.Disks,
 		GuestNode: e.Real.GuestNode.Name(), GuestServerID: e.Real.GuestServerID,
 		InfraID: env.DefaultInfraID, Zone: e.Zone(), Toolbox: e.Real.Images[images.Toolbox].Ref,
-		EnvUp: envUp, OperatorStarted: start, Operator: op, OperatorNamespace: e.Namespace,
+		EnvUp: envUp, OperatorStarted: start, Operator: op, OperatorNamespace: e.Namespace, Env: e,
 	}
 }
 
