@@ -473,6 +473,9 @@ func TestSweepAfterKill(t *testing.T) {
 	if _, err := KubeletPath(); err != nil {
 		skipOrFail(t, err)
 	}
+	if err := checkNetworkPolicy(&NetworkPolicyOptions{KubeRouter: images.KubeRouterPath(binDir(t), images.DefaultVersions())}); err != nil {
+		skipOrFail(t, err)
+	}
 	g := NewWithT(t)
 	before := snapshotUnderLock(t)
 	ready := filepath.Join(t.TempDir(), "ready.json")
@@ -514,6 +517,11 @@ func TestSweepAfterKill(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pids).NotTo(BeEmpty(), "containers surviving the killed run")
 	g.Expect(NetnsPath(rec.Node.Netns)).To(BeAnExistingFile())
+	// kube-router's rules and ipsets stay in the namespace after it died with the child; they
+	// must go with the namespace.
+	rules, err := exec.Command("nsenter", "--net="+NetnsPath(rec.Node.Netns), "--", "iptables-save", "-t", "filter").Output()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(rules)).To(ContainSubstring("-j KUBE-ROUTER-INPUT"), "kube-router's rules in the killed run's namespace")
 
 	sweepStart := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -523,8 +531,8 @@ func TestSweepAfterKill(t *testing.T) {
 	expectNothingLeft(g, before, rec.Node, rec.RunDir)
 }
 
-// runSweepChild starts a run, a cluster and a node with a running pod, reports the node's
-// record in ready, and waits to be killed.
+// runSweepChild starts a run, a cluster and a node that enforces NetworkPolicy with a running
+// pod, reports the node's record in ready, and waits to be killed.
 func runSweepChild(t *testing.T, ready string) {
 	run := NewRunForTest(t)
 	set, err := images.Build(t.Context(), binDir(t), images.DefaultVersions(), images.Pause, images.Toolbox)
@@ -535,6 +543,7 @@ func runSweepChild(t *testing.T, ready string) {
 	node := StartNodeForTest(t, run, NodeOptions{
 		Cluster: cluster, ClusterNumber: 1, Index: 0, RootDir: DefaultRootDir,
 		SandboxImage: set[images.Pause].Ref, Images: []string{set[images.Pause].Tar, set[images.Toolbox].Tar},
+		NetworkPolicy: &NetworkPolicyOptions{KubeRouter: images.KubeRouterPath(binDir(t), images.DefaultVersions())},
 	})
 	cs, err := kubernetes.NewForConfig(cluster.RESTConfig())
 	if err != nil {
