@@ -110,7 +110,7 @@ func TestKubeRouterCommand(t *testing.T) {
 // connTimeout bounds every connection attempt of TestNetworkPolicy: a blocked attempt fails
 // within it (kube-router rejects, so it usually fails at once), an allowed one succeeds well
 // inside it.
-const connTimeout = 5 * time.Second
+const connTimeout = 10 * time.Second
 
 // policyTimeout bounds the wait for kube-router to apply a policy change.
 const policyTimeout = time.Minute
@@ -191,7 +191,7 @@ func TestNetworkPolicy(t *testing.T) {
 
 	t.Run("When the namespace denies all ingress and egress, its pod should not reach the API server through the kubernetes Service", func(t *testing.T) {
 		NewWithT(t).Eventually(func() error { return apiThroughService(t.Context(), netns["client"], cfg) }).
-			WithTimeout(policyTimeout).WithPolling(500 * time.Millisecond).Should(beRefusedConnection())
+			WithTimeout(policyTimeout).WithPolling(500 * time.Millisecond).Should(beFailedDial())
 	})
 
 	parent := t
@@ -210,7 +210,7 @@ func TestNetworkPolicy(t *testing.T) {
 			}
 			return podReady(p), nil
 		}).WithTimeout(time.Minute).WithPolling(250 * time.Millisecond).Should(BeTrue())
-		g.Expect(dialFrom(t.Context(), netns["peer"], serverAddr)).To(beRefusedConnection())
+		g.Expect(dialFrom(t.Context(), netns["peer"], serverAddr)).To(beFailedDial())
 	})
 
 	t.Run("When policies are in place, their rules and ipsets should exist in the node's namespace only", func(t *testing.T) {
@@ -245,7 +245,7 @@ func TestNetworkPolicy(t *testing.T) {
 	})
 
 	t.Run("When the allowing policy does not select a pod, that pod should still not reach the API server", func(t *testing.T) {
-		NewWithT(t).Expect(apiThroughService(t.Context(), netns["server"], cfg)).To(beRefusedConnection())
+		NewWithT(t).Expect(apiThroughService(t.Context(), netns["server"], cfg)).To(beFailedDial())
 	})
 
 	t.Run("When the allowed egress is an ipBlock excepting the node IP, the pod should not reach the API server through the kubernetes Service", func(t *testing.T) {
@@ -258,7 +258,7 @@ func TestNetworkPolicy(t *testing.T) {
 		_, err = cs.NetworkingV1().NetworkPolicies(ns).Update(t.Context(), got, metav1.UpdateOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Eventually(func() error { return apiThroughService(t.Context(), netns["client"], cfg) }).
-			WithTimeout(policyTimeout).WithPolling(500 * time.Millisecond).Should(beRefusedConnection())
+			WithTimeout(policyTimeout).WithPolling(500 * time.Millisecond).Should(beFailedDial())
 	})
 
 	t.Run("When the policies are deleted, the pods should reach the API server and each other again", func(t *testing.T) {
@@ -323,9 +323,9 @@ func dialFrom(ctx context.Context, netnsPath, addr string) error {
 	return c.Close()
 }
 
-// beRefusedConnection matches the error of a connection that a policy stopped: the dial itself
+// beFailedDial matches the error of a connection that a policy stopped: the dial itself
 // failed (kube-router rejects the first packet), not a later step such as TLS.
-func beRefusedConnection() types.GomegaMatcher {
+func beFailedDial() types.GomegaMatcher {
 	return MatchError(func(err error) bool {
 		var op *net.OpError
 		return errors.As(err, &op) && op.Op == "dial"

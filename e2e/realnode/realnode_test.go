@@ -668,6 +668,25 @@ func TestStartFailure(t *testing.T) {
 			RootDir: DefaultRootDir}, filepath.Join(run.Dir(), "nodes", "rn-fail-real-0"))
 	})
 
+	t.Run("When kube-router exits at start, it should fail with its log and leave nothing behind", func(t *testing.T) {
+		g := NewWithT(t)
+		kubelet, err := KubeletPath()
+		if err != nil {
+			skipOrFail(t, err)
+		}
+		// A real kubelet registers the Node first: kube-router starts only then.
+		_, err = run.StartNode(t.Context(), NodeOptions{
+			Cluster: cluster, ClusterNumber: 1, Index: 0, Kubelet: kubelet,
+			SandboxImage:  "localhost/cinder-csi-e2e/pause:none",
+			NetworkPolicy: &NetworkPolicyOptions{KubeRouter: "/bin/false"},
+		})
+		g.Expect(err).To(MatchError(ContainSubstring("kube-router exited")))
+		g.Expect(run.Nodes()).To(BeEmpty())
+		dir := filepath.Join(run.Dir(), "nodes", "rn-fail-real-0")
+		expectNothingLeft(g, before, nodeRecord{Netns: namePrefix + run.ID() + "-rn-fail-real-0",
+			Cgroup: namePrefix + run.ID() + "-rn-fail-real-0", Dir: dir, RootDir: filepath.Join(dir, "kubelet")}, dir)
+	})
+
 	t.Run("When the kubelet root directory holds files of someone else, it should refuse to start and leave them", func(t *testing.T) {
 		g := NewWithT(t)
 		dir := t.TempDir()
