@@ -60,9 +60,10 @@ define skip-real-nodes
 	@echo "*** SKIPPED: $(1) needs real nodes, which need Linux and root; see the README, \"Real and simulated nodes\" ***" >&2
 	@if [ "$${CI:-}" = true ]; then echo "*** under CI=true a skip is a failure ***" >&2; exit 1; fi
 endef
-# Debian packages a real node runs on: containerd and runc, the CNI plugins, and the tools the
-# harness uses to build its network namespaces.
-REALNODE_HOST_PACKAGES ?= containerd runc containernetworking-plugins iproute2 iptables util-linux mount
+# Debian packages a real node runs on: containerd and runc, the CNI plugins, the tools the
+# harness uses to build its network namespaces, and ipset, which kube-router's network-policy
+# controller runs next to iptables on nodes that enforce NetworkPolicy.
+REALNODE_HOST_PACKAGES ?= containerd runc containernetworking-plugins iproute2 iptables ipset util-linux mount
 STORAGE_TEST_TIMEOUT ?= 60m
 # bench-footprint: how long the operator is watched at rest in each scenario, which scenarios run
 # (a -bench pattern: BenchmarkFootprint/idle picks one) and the timeout, which covers three windows
@@ -227,6 +228,10 @@ CSI_ATTACHER_VERSION ?= v4.13.0
 CSI_RESIZER_VERSION ?= v2.3.0
 CSI_SNAPSHOTTER_VERSION ?= v8.7.0
 KUBE_RBAC_PROXY_VERSION ?= v0.19.1
+# kube-router's network-policy controller enforces NetworkPolicy on real nodes, as a host process
+# (no image). v2.1.0 is the only version the Go module proxy serves; its reported flaws are
+# acceptable only because it runs inside the local test world and is never shipped.
+KUBE_ROUTER_VERSION ?= v2.1.0
 # Debian packages whose tools go into the driver and toolbox images.
 OPERAND_HOST_PACKAGES ?= xfsprogs e2fsprogs mount util-linux coreutils dash
 # Components for build-operands.sh and image names for operand-images (empty: all).
@@ -235,7 +240,7 @@ OPERAND_IMAGE_NAMES ?=
 OPERAND_VERSIONS := KUBE_VERSION=$(KUBE_VERSION) CINDER_CSI_PLUGIN_VERSION=$(CINDER_CSI_PLUGIN_VERSION) \
   CSI_PROVISIONER_VERSION=$(CSI_PROVISIONER_VERSION) CSI_ATTACHER_VERSION=$(CSI_ATTACHER_VERSION) \
   CSI_RESIZER_VERSION=$(CSI_RESIZER_VERSION) CSI_SNAPSHOTTER_VERSION=$(CSI_SNAPSHOTTER_VERSION) \
-  KUBE_RBAC_PROXY_VERSION=$(KUBE_RBAC_PROXY_VERSION)
+  KUBE_RBAC_PROXY_VERSION=$(KUBE_RBAC_PROXY_VERSION) KUBE_ROUTER_VERSION=$(KUBE_ROUTER_VERSION)
 OPERAND_IMAGE_FLAGS := -bin=$(BIN) -kube-version=$(KUBE_VERSION) -cinder-csi-plugin-version=$(CINDER_CSI_PLUGIN_VERSION) \
   -csi-provisioner-version=$(CSI_PROVISIONER_VERSION) -csi-attacher-version=$(CSI_ATTACHER_VERSION) \
   -csi-resizer-version=$(CSI_RESIZER_VERSION) -csi-snapshotter-version=$(CSI_SNAPSHOTTER_VERSION) \
@@ -248,7 +253,7 @@ host-packages: ## Install the Debian packages whose tools the images copy (as ro
 	e2e/hack/host-packages.sh $(OPERAND_HOST_PACKAGES)
 
 .PHONY: operand-binaries
-operand-binaries: ## Build cinder-csi-plugin, the CSI sidecars, kube-rbac-proxy, kubelet/kubectl and pause into ./bin (only missing ones).
+operand-binaries: ## Build cinder-csi-plugin, the CSI sidecars, kube-rbac-proxy, kubelet/kubectl, pause and kube-router into ./bin (only missing ones).
 	$(OPERAND_VERSIONS) e2e/hack/build-operands.sh $(BIN) $(OPERAND_COMPONENTS)
 
 .PHONY: operand-images

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Builds the binaries of the operator's operand images (cinder-csi-plugin, the kubernetes-csi
-# sidecars, kube-rbac-proxy), the real-node kubelet and kubectl, and the pod sandbox's pause
-# binary from the Go module proxy (and gcc) into version-keyed directories under the bin dir,
-# only when they are missing. No registry, container builder or release download is involved;
+# sidecars, kube-rbac-proxy), the real-node kubelet and kubectl, the pod sandbox's pause binary
+# and kube-router (whose network-policy controller enforces NetworkPolicy on real nodes) from the
+# Go module proxy (and gcc) into version-keyed directories under the bin dir, only when they are
+# missing. No registry, container builder or release download is involved;
 # package e2e/images packs the results into image tars.
 #
 # Usage: build-operands.sh <bin dir> <component>...
-#   components: all | pause | kubelet | cinder-csi-plugin | sidecars | kube-rbac-proxy
+#   components: all | pause | kubelet | cinder-csi-plugin | sidecars | kube-rbac-proxy | kube-router
 # Versions come from the environment (the Makefile passes them): KUBE_VERSION,
 # CINDER_CSI_PLUGIN_VERSION, CSI_PROVISIONER_VERSION, CSI_ATTACHER_VERSION, CSI_RESIZER_VERSION,
-# CSI_SNAPSHOTTER_VERSION, KUBE_RBAC_PROXY_VERSION.
+# CSI_SNAPSHOTTER_VERSION, KUBE_RBAC_PROXY_VERSION, KUBE_ROUTER_VERSION.
 # Output: <bin>/<name>-<version>/<name>; kubelet and kubectl go to <bin>/kube-<KUBE_VERSION>/
 # next to kube-apiserver. Set SIDECARS_SEPARATE=1 to build the sidecar modules one by one.
 set -euo pipefail
@@ -111,6 +112,24 @@ build_kube_rbac_proxy() {
   dir=$(main_module "github.com/brancz/kube-rbac-proxy@$v")
   go_build "$dir" "$out" ./cmd/kube-rbac-proxy \
     "-X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version/verflag.programName=kube-rbac-proxy"
+  built=1
+}
+
+# kube-router runs on the real nodes as a host process (its network-policy controller only), not
+# as an image. Its module has no replace directives, so `go install module@version` builds it
+# with the module's own go.sum. The version and build-date variables are the ones upstream's
+# Makefile sets.
+build_kube_router() {
+  local v=$KUBE_ROUTER_VERSION out="$bin/kube-router-$KUBE_ROUTER_VERSION"
+  [ -x "$out/kube-router" ] && return 0
+  local tmp="$out.tmp" pkg=github.com/cloudnativelabs/kube-router/v2/pkg/version
+  rm -rf "$tmp"
+  GOBIN="$tmp" go install -trimpath \
+    -ldflags="-s -w -X $pkg.Version=$v -X $pkg.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%S%z)" \
+    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$v"
+  mkdir -p "$out"
+  mv "$tmp/kube-router" "$out/kube-router"
+  rmdir "$tmp"
   built=1
 }
 
@@ -220,15 +239,17 @@ for what in "$@"; do
   cinder-csi-plugin) timed cinder-csi-plugin build_cinder ;;
   sidecars) timed "csi sidecars" build_sidecars ;;
   kube-rbac-proxy) timed kube-rbac-proxy build_kube_rbac_proxy ;;
+  kube-router) timed kube-router build_kube_router ;;
   all)
     timed pause build_pause
     timed "kubelet, kubectl" build_kubelet
     timed "csi sidecars" build_sidecars
     timed kube-rbac-proxy build_kube_rbac_proxy
+    timed kube-router build_kube_router
     timed cinder-csi-plugin build_cinder
     ;;
   *)
-    echo "unknown component $what (want all, pause, kubelet, cinder-csi-plugin, sidecars, kube-rbac-proxy)" >&2
+    echo "unknown component $what (want all, pause, kubelet, cinder-csi-plugin, sidecars, kube-rbac-proxy, kube-router)" >&2
     exit 2
     ;;
   esac

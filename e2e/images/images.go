@@ -64,6 +64,9 @@ type Versions struct {
 	// Snapshotter is the external-snapshotter version of csi-snapshotter and snapshot-controller.
 	Snapshotter   string
 	KubeRBACProxy string
+	// KubeRouter is the kube-router version whose network-policy controller enforces
+	// NetworkPolicy on real nodes. It is a host process there, not an image: see KubeRouterPath.
+	KubeRouter string
 }
 
 // DefaultVersions returns the pinned versions (see realnode.md for why these: they are the ones
@@ -77,6 +80,7 @@ func DefaultVersions() Versions {
 		Resizer:         "v2.3.0",
 		Snapshotter:     "v8.7.0",
 		KubeRBACProxy:   "v0.19.1",
+		KubeRouter:      "v2.1.0",
 	}
 }
 
@@ -89,6 +93,15 @@ func BinaryPath(binDir, name, version string) string {
 // same version.
 func KubeletPath(binDir string, v Versions) string {
 	return filepath.Join(binDir, "kube-"+v.Kube, "kubelet")
+}
+
+// KubeRouterName is kube-router's binary name under the bin dir.
+const KubeRouterName = "kube-router"
+
+// KubeRouterPath returns where build-operands.sh puts kube-router, which real nodes run to
+// enforce NetworkPolicy (realnode.NetworkPolicyOptions).
+func KubeRouterPath(binDir string, v Versions) string {
+	return BinaryPath(binDir, KubeRouterName, v.KubeRouter)
 }
 
 // Built is one image tar and the reference it imports as.

@@ -350,6 +350,7 @@ func TestMakefileVersions(t *testing.T) {
 		"CSI_RESIZER_VERSION":       v.Resizer,
 		"CSI_SNAPSHOTTER_VERSION":   v.Snapshotter,
 		"KUBE_RBAC_PROXY_VERSION":   v.KubeRBACProxy,
+		"KUBE_ROUTER_VERSION":       v.KubeRouter,
 	} {
 		if vars[name] != want {
 			t.Errorf("Makefile %s = %q, DefaultVersions has %q", name, vars[name], want)

@@ -15,7 +15,9 @@
 //   - containerd (CRI, overlayfs, its own root, state and socket) and kubelet, started with
 //     `nsenter --net` so they share the host's mount namespace, in cgroups named after the node;
 //   - kubelet's root directory bind-mounted on itself and rshared, and /dev made shared, so that
-//     the CSI node plugin's mounts propagate.
+//     the CSI node plugin's mounts propagate;
+//   - with NodeOptions.NetworkPolicy, kube-router's network-policy controller beside kubelet,
+//     enforcing NetworkPolicy with iptables rules and ipsets of the node's namespace.
 //
 // The API servers reach kubelets (logs, exec, port-forward) through their "cluster" egress
 // selection: an HTTP CONNECT proxy on a unix socket that dials inside the right namespace.

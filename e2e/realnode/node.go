@@ -71,6 +71,11 @@ type NodeOptions struct {
 	ExtraIPs []net.IP
 	// ReadyTimeout bounds the wait for the Node to become Ready; default two minutes.
 	ReadyTimeout time.Duration
+	// NetworkPolicy, when set, makes the node enforce NetworkPolicy with kube-router's
+	// network-policy controller (see NetworkPolicyOptions); StartNode then returns only once
+	// its first sync is in place. Without it, policies are stored but nothing enforces them,
+	// as on a cluster whose network plugin ignores them.
+	NetworkPolicy *NetworkPolicyOptions
 }
 
 // Node is a running real node: a network namespace with a private containerd and a kubelet
@@ -88,6 +93,7 @@ type Node struct {
 	mu         sync.Mutex
 	containerd *proc
 	kubelet    *proc
+	kubeRouter *proc // nil unless NodeOptions.NetworkPolicy is set
 	forwarders []*Forwarder
 
 	stopOnce sync.Once
@@ -123,6 +129,11 @@ func (r *Run) StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err err
 	}
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = defaultReadyTimeout
+	}
+	if opts.NetworkPolicy != nil {
+		if err := checkNetworkPolicy(opts.NetworkPolicy); err != nil {
+			return nil, err
+		}
 	}
 	client, err := kubernetes.NewForConfig(opts.Cluster.RESTConfig())
 	if err != nil {
@@ -216,7 +227,8 @@ func (r *Run) addNode(n *Node) (registered bool, err error) {
 	return true, r.prepareHostLocked()
 }
 
-// setUp creates the namespace, the pod network, containerd and kubelet, and waits for Ready.
+// setUp creates the namespace, the pod network, containerd and kubelet, starts kube-router when
+// the node enforces NetworkPolicy, and waits for Ready.
 func (n *Node) setUp(ctx context.Context, opts NodeOptions) error {
 	dirs := map[string]string{}
 	for _, d := range []string{"containerd", "containerd/root", "containerd/state", "containerd/opt", "runc", "cni/net.d", "cni/ipam", "pod-logs"} {
@@ -230,6 +242,11 @@ func (n *Node) setUp(ctx context.Context, opts NodeOptions) error {
 	}
 	if err := n.setUpNetwork(opts.ExtraIPs); err != nil {
 		return err
+	}
+	if opts.NetworkPolicy != nil {
+		if err := n.enableBridgeNetfilter(); err != nil {
+			return err
+		}
 	}
 	if err := n.startContainerd(ctx, dirs, opts.SandboxImage); err != nil {
 		return err
@@ -247,6 +264,11 @@ func (n *Node) setUp(ctx context.Context, opts NodeOptions) error {
 	}
 	if len(opts.Labels) > 0 {
 		if err := n.label(readyCtx, opts.Labels); err != nil {
+			return err
+		}
+	}
+	if opts.NetworkPolicy != nil {
+		if err := n.startKubeRouter(readyCtx, *opts.NetworkPolicy); err != nil {
 			return err
 		}
 	}
@@ -312,7 +334,7 @@ func (n *Node) startContainerd(ctx context.Context, dirs map[string]string, sand
 	if err != nil {
 		return err
 	}
-	p, err := startProc("containerd", bin, []string{"--config", config, "--log-level", "warn"}, n.NetnsPath(), n.rec.Cgroup, n.logDir)
+	p, err := startProc("containerd", bin, []string{"--config", config, "--log-level", "warn"}, nil, n.NetnsPath(), n.rec.Cgroup, n.logDir)
 	if err != nil {
 		return err
 	}
@@ -356,7 +378,7 @@ func (n *Node) startKubelet(bin string, taints []corev1.Taint) error {
 		"--node-ip=" + n.ip.String(),
 		"--hostname-override=" + n.rec.Name,
 		"--v=1",
-	}, n.NetnsPath(), n.rec.Cgroup, n.logDir)
+	}, nil, n.NetnsPath(), n.rec.Cgroup, n.logDir)
 	if err != nil {
 		return err
 	}
@@ -435,7 +457,7 @@ func (n *Node) label(ctx context.Context, labels map[string]string) error {
 	return nil
 }
 
-// WaitReady waits until the Node reports Ready, or kubelet or containerd exits.
+// WaitReady waits until the Node reports Ready, or kubelet, containerd or kube-router exits.
 func (n *Node) WaitReady(ctx context.Context) error {
 	return n.poll(ctx, "the Node to become Ready", func() (bool, error) {
 		node, err := n.client.CoreV1().Nodes().Get(ctx, n.rec.Name, metav1.GetOptions{})
@@ -455,7 +477,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 func (n *Node) poll(ctx context.Context, what string, cond func() (bool, error)) error {
 	for {
 		n.mu.Lock()
-		procs := []*proc{n.containerd, n.kubelet}
+		procs := []*proc{n.containerd, n.kubelet, n.kubeRouter}
 		n.mu.Unlock()
 		for _, p := range procs {
 			if p != nil && p.exited() {
@@ -558,7 +580,7 @@ func (n *Node) RootDir() string { return n.rec.RootDir }
 // Cgroup returns the name of the node's cgroup (the same in every hierarchy).
 func (n *Node) Cgroup() string { return n.rec.Cgroup }
 
-// LogPath returns the log file of "kubelet" or "containerd".
+// LogPath returns the log file of "kubelet", "containerd" or "kube-router".
 func (n *Node) LogPath(component string) string { return filepath.Join(n.logDir, component+".log") }
 
 // StartDuration returns how long StartNode took, from the call until the Node was Ready.
@@ -571,18 +593,21 @@ func (n *Node) Memory() (kubelet, containerd uint64) {
 	return n.kubelet.rss(), n.containerd.rss()
 }
 
-// Stop stops kubelet, kills every process in the node's cgroups (containers, shims,
-// containerd), unmounts everything under its root and node directories, removes its
+// Stop stops kube-router and kubelet, kills every process in the node's cgroups (containers,
+// shims, containerd), unmounts everything under its root and node directories, removes its
 // namespace, cgroups and the host entries it created, deletes its Node object while the API
 // server still answers, and, as the run's last node, undoes the run's host changes. It is safe
 // to call more than once.
 func (n *Node) Stop() error {
 	n.stopOnce.Do(func() {
 		n.mu.Lock()
-		kubelet, containerd, forwarders := n.kubelet, n.containerd, n.forwarders
+		kubeRouter, kubelet, containerd, forwarders := n.kubeRouter, n.kubelet, n.containerd, n.forwarders
 		n.forwarders = nil
 		n.mu.Unlock()
 		var errs []error
+		// kube-router leaves its rules and ipsets when it exits; they live in the node's
+		// namespace and go with it.
+		kubeRouter.stop()
 		kubelet.stop()
 		// Whatever kubelet leaves running dies with its cgroups; containerd first gets the
 		// chance to exit on its own so its state is consistent for the log.

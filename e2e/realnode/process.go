@@ -14,10 +14,11 @@ import (
 	"time"
 )
 
-// procStopGrace is how long kubelet and containerd get to exit after SIGTERM.
+// procStopGrace is how long kubelet, containerd and kube-router get to exit after SIGTERM.
 const procStopGrace = 5 * time.Second
 
-// proc is kubelet or containerd of a node, started inside the node's network namespace.
+// proc is kubelet, containerd or kube-router of a node, started inside the node's network
+// namespace.
 type proc struct {
 	name    string
 	cmd     *exec.Cmd
@@ -28,18 +29,20 @@ type proc struct {
 
 // startProc starts bin inside the network namespace at netnsPath through nsenter (which joins
 // the namespace and execs bin, so the pid is bin's), logging to <logDir>/<name>.log, and moves
-// it into the node's runtime cgroup before it can fork.
+// it into the node's runtime cgroup before it can fork. env, when not nil, replaces the
+// environment the process inherits.
 //
 // As in package localcluster, the child has its own process group, and Pdeathsig, so that it
 // dies with this process when a test binary is killed; its containers survive that (the runc
 // shims are daemons), which is what Sweep is for.
-func startProc(name, bin string, args []string, netnsPath, cgroup, logDir string) (*proc, error) {
+func startProc(name, bin string, args, env []string, netnsPath, cgroup, logDir string) (*proc, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s log: %w", name, err)
 	}
 	cmd := exec.Command("nsenter", append([]string{"--net=" + netnsPath, "--", bin}, args...)...)
+	cmd.Env = env
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -473,6 +473,9 @@ func TestSweepAfterKill(t *testing.T) {
 	if _, err := KubeletPath(); err != nil {
 		skipOrFail(t, err)
 	}
+	if err := checkNetworkPolicy(&NetworkPolicyOptions{KubeRouter: images.KubeRouterPath(binDir(t), images.DefaultVersions())}); err != nil {
+		skipOrFail(t, err)
+	}
 	g := NewWithT(t)
 	before := snapshotUnderLock(t)
 	ready := filepath.Join(t.TempDir(), "ready.json")
@@ -514,6 +517,11 @@ func TestSweepAfterKill(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pids).NotTo(BeEmpty(), "containers surviving the killed run")
 	g.Expect(NetnsPath(rec.Node.Netns)).To(BeAnExistingFile())
+	// kube-router's rules and ipsets stay in the namespace after it died with the child; they
+	// must go with the namespace.
+	rules, err := exec.Command("nsenter", "--net="+NetnsPath(rec.Node.Netns), "--", "iptables-save", "-t", "filter").Output()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(rules)).To(ContainSubstring("-j KUBE-ROUTER-INPUT"), "kube-router's rules in the killed run's namespace")
 
 	sweepStart := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -523,8 +531,8 @@ func TestSweepAfterKill(t *testing.T) {
 	expectNothingLeft(g, before, rec.Node, rec.RunDir)
 }
 
-// runSweepChild starts a run, a cluster and a node with a running pod, reports the node's
-// record in ready, and waits to be killed.
+// runSweepChild starts a run, a cluster and a node that enforces NetworkPolicy with a running
+// pod, reports the node's record in ready, and waits to be killed.
 func runSweepChild(t *testing.T, ready string) {
 	run := NewRunForTest(t)
 	set, err := images.Build(t.Context(), binDir(t), images.DefaultVersions(), images.Pause, images.Toolbox)
@@ -535,6 +543,7 @@ func runSweepChild(t *testing.T, ready string) {
 	node := StartNodeForTest(t, run, NodeOptions{
 		Cluster: cluster, ClusterNumber: 1, Index: 0, RootDir: DefaultRootDir,
 		SandboxImage: set[images.Pause].Ref, Images: []string{set[images.Pause].Tar, set[images.Toolbox].Tar},
+		NetworkPolicy: &NetworkPolicyOptions{KubeRouter: images.KubeRouterPath(binDir(t), images.DefaultVersions())},
 	})
 	cs, err := kubernetes.NewForConfig(cluster.RESTConfig())
 	if err != nil {
@@ -657,6 +666,25 @@ func TestStartFailure(t *testing.T) {
 		expectNothingLeft(g, before, nodeRecord{Netns: namePrefix + run.ID() + "-rn-fail-real-0",
 			Cgroup: namePrefix + run.ID() + "-rn-fail-real-0", Dir: filepath.Join(run.Dir(), "nodes", "rn-fail-real-0"),
 			RootDir: DefaultRootDir}, filepath.Join(run.Dir(), "nodes", "rn-fail-real-0"))
+	})
+
+	t.Run("When kube-router exits at start, it should fail with its log and leave nothing behind", func(t *testing.T) {
+		g := NewWithT(t)
+		kubelet, err := KubeletPath()
+		if err != nil {
+			skipOrFail(t, err)
+		}
+		// A real kubelet registers the Node first: kube-router starts only then.
+		_, err = run.StartNode(t.Context(), NodeOptions{
+			Cluster: cluster, ClusterNumber: 1, Index: 0, Kubelet: kubelet,
+			SandboxImage:  "localhost/cinder-csi-e2e/pause:none",
+			NetworkPolicy: &NetworkPolicyOptions{KubeRouter: "/bin/false"},
+		})
+		g.Expect(err).To(MatchError(ContainSubstring("kube-router exited")))
+		g.Expect(run.Nodes()).To(BeEmpty())
+		dir := filepath.Join(run.Dir(), "nodes", "rn-fail-real-0")
+		expectNothingLeft(g, before, nodeRecord{Netns: namePrefix + run.ID() + "-rn-fail-real-0",
+			Cgroup: namePrefix + run.ID() + "-rn-fail-real-0", Dir: dir, RootDir: filepath.Join(dir, "kubelet")}, dir)
 	})
 
 	t.Run("When the kubelet root directory holds files of someone else, it should refuse to start and leave them", func(t *testing.T) {

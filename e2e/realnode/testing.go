@@ -30,8 +30,8 @@ func NewRunForTest(t testing.TB) *Run {
 }
 
 // StartNodeForTest starts a node for a test and stops it when the test ends, printing the end
-// of its kubelet and containerd logs first when the test failed (the logs go with the node). A
-// missing kubelet binary skips the test like NewRunForTest.
+// of its kubelet, containerd and kube-router logs first when the test failed (the logs go with
+// the node). A missing kubelet or kube-router binary skips the test like NewRunForTest.
 func StartNodeForTest(t testing.TB, r *Run, opts NodeOptions) *Node {
 	t.Helper()
 	n, err := r.StartNode(t.Context(), opts)
@@ -40,7 +40,7 @@ func StartNodeForTest(t testing.TB, r *Run, opts NodeOptions) *Node {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, c := range []string{"containerd", "kubelet"} {
+			for _, c := range []string{"containerd", "kubelet", kubeRouterName} {
 				if _, err := os.Stat(n.LogPath(c)); err != nil {
 					continue // stopped already, and its logs with it
 				}
@@ -59,7 +59,8 @@ func StartNodeForTest(t testing.TB, r *Run, opts NodeOptions) *Node {
 func skipOrFail(t testing.TB, err error) {
 	t.Helper()
 	capable := runtime.GOOS == "linux" && os.Geteuid() == 0
-	if (errors.Is(err, ErrHostUnsupported) || errors.Is(err, ErrKubeletMissing)) && !(capable && inCI()) {
+	missing := errors.Is(err, ErrHostUnsupported) || errors.Is(err, ErrKubeletMissing) || errors.Is(err, ErrKubeRouterMissing)
+	if missing && !(capable && inCI()) {
 		t.Skipf("Skipping: %v (with CI=true, as root on Linux, this is a failure)", err)
 	}
 	t.Fatalf("Real nodes: %v", err)
