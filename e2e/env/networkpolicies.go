@@ -177,7 +177,7 @@ func HyperShiftNetworkPolicies(ns string, managementKAS []net.IP) []*networkingv
 		// anywhere. Locally the guest API server is a process, not a pod, so it selects nothing.
 		networkPolicy(ns, "kas", networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "kube-apiserver"}},
-			Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{}, Ports: []networkingv1.NetworkPolicyPort{port(tcp, hostedKASPort)}}},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{port(tcp, hostedKASPort)}}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 		}),
 		// management-kas (reconcileManagementKASNetworkPolicy): a pod without the access label
