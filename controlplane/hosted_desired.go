@@ -143,10 +143,20 @@ func rolledOut(dep *appsv1.Deployment) bool {
 	return false
 }
 
-// adaptHostedPod applies what a hosted control plane gives the controller's pods: the UID of a
-// management cluster without SecurityContextConstraints, and the additional trust bundle in the
-// driver's trust store.
+// adaptHostedPod applies what a hosted control plane gives the controller's pods: access to the
+// management API server, the UID of a management cluster without SecurityContextConstraints, and
+// the additional trust bundle in the driver's trust store.
+//
+// The access label exempts the pods from HyperShift's management-kas NetworkPolicy. The CSI
+// sidecars talk to the guest, but each kube-rbac-proxy reviews the scraper's token and access
+// (TokenReview, SubjectAccessReview) at the API server of the cluster it runs in, the management
+// one; without the label every scrape would be refused where the policy is in force.
+// (csi-operator's controller lacks it, and its metrics are unreadable there.)
 func adaptHostedPod(tmpl *corev1.PodTemplateSpec, in hostedInputs) {
+	if tmpl.Labels == nil {
+		tmpl.Labels = map[string]string{}
+	}
+	tmpl.Labels[names.NeedManagementKASAccess] = "true"
 	pod := &tmpl.Spec
 	if in.RunAsUser != nil {
 		if pod.SecurityContext == nil {

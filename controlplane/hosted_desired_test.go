@@ -106,10 +106,11 @@ func TestAdaptHostedDeployment(t *testing.T) {
 		in    hostedInputs
 		check func(g Gomega, d *appsv1.Deployment)
 	}{
-		{name: "When nothing is given, it should label the Deployment for the rollout check and leave the pods alone",
+		{name: "When nothing is given, it should label the Deployment for the rollout check and its pods for the management API server, and change nothing else",
 			check: func(g Gomega, d *appsv1.Deployment) {
 				g.Expect(d.Labels).To(Equal(map[string]string{hyperShiftManagedByLabel: "cluster-storage-operator"}))
 				g.Expect(d.Annotations).To(BeEmpty())
+				g.Expect(d.Spec.Template.Labels).To(Equal(map[string]string{"hypershift.openshift.io/need-management-kas-access": "true"}))
 				g.Expect(d.Spec.Template.Spec).To(Equal(newDeployment().Spec.Template.Spec))
 			}},
 		{name: "When RUN_AS_USER is given, it should run the pods as that UID and keep the rest of their security context",

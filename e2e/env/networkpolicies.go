@@ -140,9 +140,9 @@ func StorageNetworkPolicies() []*networkingv1.NetworkPolicy {
 // nodeport-* and loadbalancer-oauth policies (NodePort or LoadBalancer publishing).
 //
 // management-kas is, in that source, written only for AWS hosted clusters. It is seeded here for
-// every hosted cluster: it is the policy whose label the operator's pod must carry (design.md), it
-// leaves the CSI controller its egress (the controller needs only the guest API server and
-// OpenStack), and a pod that runs under it runs where it is not written too.
+// every hosted cluster: it is the policy whose label the operator's pod must carry (design.md), as
+// must the CSI controller's (its kube-rbac-proxies review scrapers at the management API server),
+// and a pod that runs under it runs where it is not written too.
 func HyperShiftNetworkPolicies(ns string, managementKAS []net.IP) []*networkingv1.NetworkPolicy {
 	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
 	policyGroup := func(group string) *metav1.LabelSelector {

@@ -129,7 +129,7 @@ func TestNetworkPolicies(t *testing.T) {
 		g.Expect(mkas).NotTo(BeNil())
 		sel, err := metav1.LabelSelectorAsSelector(&mkas.Spec.PodSelector)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(sel.Matches(labels.Set{"app": "openstack-cinder-csi-driver-controller"})).To(BeTrue())
+		g.Expect(sel.Matches(labels.Set{"app": "some-control-plane-component"})).To(BeTrue())
 		g.Expect(sel.Matches(labels.Set{"app": "cinder-csi-operator", "hypershift.openshift.io/need-management-kas-access": "true"})).To(BeFalse())
 	})
 }

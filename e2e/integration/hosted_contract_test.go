@@ -69,6 +69,11 @@ func TestHostedControlPlaneContract(t *testing.T) {
 		g.Expect(replicaSets(g, e)).To(HaveLen(1))
 	})
 
+	t.Run("When the controller's pods are created, they should be let through HyperShift's management-kas policy", func(t *testing.T) {
+		// Their kube-rbac-proxies review scrapers at the management API server.
+		NewWithT(t).Expect(controllerDeployment(NewWithT(t), e).Spec.Template.Labels).To(HaveKeyWithValue(names.NeedManagementKASAccess, "true"))
+	})
+
 	t.Run("When RUN_AS_USER is set, the controller's pods should run as that UID", func(t *testing.T) {
 		g := NewWithT(t)
 		sc := controllerDeployment(g, e).Spec.Template.Spec.SecurityContext
