@@ -38,6 +38,8 @@ const (
 	hashCredentials = "secret-openstack-cloud-credentials"
 	hashProxy       = "proxy-cluster"
 	hashTrustedCA   = "configmap-trusted-ca-bundle"
+	// hashAdditionalTrustBundle is the HostedControlPlane's additional trust bundle.
+	hashAdditionalTrustBundle = "configmap-additional-trust-bundle"
 )
 
 // proxyHash hashes the cluster-wide proxy, "" when there is none.
@@ -90,8 +92,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, mgmt, guest cluster.Clus
 				return !r.Config.HyperShift && o.GetNamespace() == names.OpenShiftConfigNamespace
 			})))).
 		WatchesRawSource(clusters.Watch(mgmtCache, &corev1.Secret{}, inNamespace, clusters.Named(names.CredentialsSecret))).
-		WatchesRawSource(clusters.Watch(mgmtCache, &corev1.ConfigMap{}, inNamespace,
-			clusters.Named(names.HyperShiftCloudConfigMap, names.CloudConfConfigMap, names.TrustedCABundleConfigMap))).
+		WatchesRawSource(clusters.Watch(mgmtCache, &corev1.ConfigMap{}, inNamespace, predicate.Or(
+			clusters.Named(names.HyperShiftCloudConfigMap, names.CloudConfConfigMap, names.TrustedCABundleConfigMap),
+			predicate.NewPredicateFuncs(r.isAdditionalTrustBundle)))).
 		WatchesRawSource(clusters.Watch(mgmtCache, &appsv1.Deployment{}, inNamespace)).
 		WatchesRawSource(clusters.Watch(mgmtCache, &corev1.ServiceAccount{}, inNamespace)).
 		WatchesRawSource(clusters.Watch(mgmtCache, &corev1.Service{}, inNamespace)).
@@ -109,6 +112,26 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, mgmt, guest cluster.Clus
 	var err error
 	r.controller, err = b.Build(r)
 	return err
+}
+
+// isAdditionalTrustBundle reports whether o is the ConfigMap the HostedControlPlane of the
+// namespace names as its additional trust bundle (HyperShift), as the cache sees it now. The name
+// is the HostedControlPlane's to choose, so it cannot be a fixed filter; a change of the name
+// itself arrives as a HostedControlPlane event.
+func (r *Reconciler) isAdditionalTrustBundle(o client.Object) bool {
+	if !r.Config.HyperShift {
+		return false
+	}
+	hcps := &hyperv1.HostedControlPlaneList{}
+	if err := r.Mgmt.List(context.Background(), hcps, client.InNamespace(r.Config.Namespace)); err != nil {
+		return false
+	}
+	for i := range hcps.Items {
+		if additionalTrustBundleRef(&hcps.Items[i]) == o.GetName() {
+			return true
+		}
+	}
+	return false
 }
 
 // Reconcile makes the controller objects match the ClusterCSIDriver, the credentials and the

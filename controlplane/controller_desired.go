@@ -78,11 +78,14 @@ type controllerInputs struct {
 	// Hashes are the per-input hashes written to the pod template, keyed by input name.
 	Hashes map[string]string
 	// Proxy is the cluster-wide proxy (standalone) or the operator's own (HyperShift).
-	// TrustedCA is whether the injected CA bundle has content (standalone only).
+	// TrustedCA is whether the injected CA bundle has content.
 	Proxy     configv1.ProxyStatus
 	TrustedCA bool
 	// TLS is the cluster's TLS security profile, which every kube-rbac-proxy serves.
 	TLS tlsprofile.Settings
+	// Hosted is what a hosted control plane expects of the Deployment and gives its pods
+	// (HyperShift only).
+	Hosted hostedInputs
 }
 
 // trustedCAVolume holds the cluster's trusted CA bundle, mounted where the driver's TLS stack
@@ -129,14 +132,11 @@ func desiredControllerObjects(d *manifests.Decoder, in controllerInputs) ([]clie
 	if err != nil {
 		return nil, err
 	}
-	objs := []client.Object{sa, svc, pdb, dep}
-	if !in.HyperShift {
-		ca, err := manifests.Object[*corev1.ConfigMap](d, "trusted_ca_bundle.yaml")
-		if err != nil {
-			return nil, err
-		}
-		objs = append([]client.Object{ca}, objs...)
+	ca, err := manifests.Object[*corev1.ConfigMap](d, "trusted_ca_bundle.yaml")
+	if err != nil {
+		return nil, err
 	}
+	objs := []client.Object{ca, sa, svc, pdb, dep}
 	for _, o := range objs {
 		o.SetNamespace(in.Namespace)
 		plan.Managed(o)
@@ -226,8 +226,12 @@ func desiredController(d *manifests.Decoder, in controllerInputs) (*appsv1.Deplo
 	pod.NodeSelector = maps.Clone(in.NodeSelector)
 	if in.HyperShift {
 		adaptHyperShiftController(tmpl, in)
+		adaptHostedDeployment(dep, in.Hosted)
 	} else {
 		adaptStandaloneController(tmpl, in)
+	}
+	if in.TrustedCA {
+		mountTrustedCA(pod)
 	}
 	confighash.Annotate(tmpl, in.Hashes)
 	return dep, nil
@@ -371,22 +375,28 @@ func adaptStandaloneController(tmpl *corev1.PodTemplateSpec, in controllerInputs
 	pod.PriorityClassName = standalonePriority
 	pod.Tolerations = slices.Clone(in.Tolerations)
 	pod.Affinity = &corev1.Affinity{PodAntiAffinity: controllerAntiAffinity()}
-	if in.TrustedCA {
-		pod.Volumes = append(pod.Volumes, corev1.Volume{
-			Name: trustedCAVolume,
-			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: names.TrustedCABundleConfigMap},
-				Items:                []corev1.KeyToPath{{Key: names.KeyTrustedCA, Path: "tls-ca-bundle.pem"}},
-			}},
-		})
-	}
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
-		if c.Name != "csi-driver" {
-			continue
+		if c.Name == "csi-driver" {
+			c.Env = append(c.Env, proxyEnv(in.Proxy)...)
 		}
-		c.Env = append(c.Env, proxyEnv(in.Proxy)...)
-		if in.TrustedCA {
+	}
+}
+
+// mountTrustedCA mounts the injected trusted CA bundle into the driver container, in place of
+// the image's system bundle (the injected one holds the system CAs too), in both modes, as
+// csi-operator does.
+func mountTrustedCA(pod *corev1.PodSpec) {
+	pod.Volumes = append(pod.Volumes, corev1.Volume{
+		Name: trustedCAVolume,
+		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: names.TrustedCABundleConfigMap},
+			Items:                []corev1.KeyToPath{{Key: names.KeyTrustedCA, Path: "tls-ca-bundle.pem"}},
+		}},
+	})
+	for i := range pod.Containers {
+		c := &pod.Containers[i]
+		if c.Name == "csi-driver" {
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: trustedCAVolume, MountPath: "/etc/pki/ca-trust/extracted/pem", ReadOnly: true})
 		}
 	}

@@ -479,7 +479,7 @@ func TestDesiredCloudConf(t *testing.T) {
 func TestDesiredControllerObjects(t *testing.T) {
 	t.Parallel()
 
-	t.Run("When on HyperShift, it should return the ServiceAccount, Service, PDB and Deployment in apply order, labelled, in the HCP namespace", func(t *testing.T) {
+	t.Run("When on HyperShift, it should return the trusted CA ConfigMap, ServiceAccount, Service, PDB and Deployment in apply order, labelled, in the HCP namespace", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) {
@@ -491,7 +491,7 @@ func TestDesiredControllerObjects(t *testing.T) {
 			g.Expect(o.GetNamespace()).To(Equal(hcpNamespace), o.GetName())
 			g.Expect(o.GetLabels()).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue), o.GetName())
 		}
-		g.Expect(kinds).To(Equal([]string{"*v1.ServiceAccount", "*v1.Service", "*v1.PodDisruptionBudget", "*v1.Deployment"}))
+		g.Expect(kinds).To(Equal([]string{"*v1.ConfigMap", "*v1.ServiceAccount", "*v1.Service", "*v1.PodDisruptionBudget", "*v1.Deployment"}))
 	})
 
 	t.Run("When on HyperShift, it should reference the pull secret from the ServiceAccount", func(t *testing.T) {
@@ -500,7 +500,7 @@ func TestDesiredControllerObjects(t *testing.T) {
 		objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) {
 			return desiredControllerObjects(d, hyperShiftInputs())
 		})
-		sa, ok := objs[0].(*corev1.ServiceAccount)
+		sa, ok := objs[1].(*corev1.ServiceAccount)
 		g.Expect(ok).To(BeTrue())
 		g.Expect(sa.Name).To(Equal(names.ControllerServiceAccount))
 		g.Expect(sa.ImagePullSecrets).To(Equal([]corev1.LocalObjectReference{{Name: "pull-secret"}}))
@@ -514,8 +514,8 @@ func TestDesiredControllerObjects(t *testing.T) {
 		objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) {
 			return desiredControllerObjects(d, hyperShiftInputs())
 		})
-		svc := objs[1].(*corev1.Service)
-		dep := objs[3].(*appsv1.Deployment)
+		svc := objs[2].(*corev1.Service)
+		dep := objs[4].(*appsv1.Deployment)
 		containerPorts := map[string]int32{}
 		for _, c := range dep.Spec.Template.Spec.Containers {
 			for _, p := range c.Ports {

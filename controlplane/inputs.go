@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
@@ -48,9 +49,15 @@ type Inputs struct {
 	// APIServer holds the cluster's TLS security profile (standalone only; HyperShift's is in
 	// the HostedControlPlane).
 	APIServer *configv1.APIServer
-	// TrustedCA is the CA bundle the cluster network operator injects (standalone only).
-	TrustedCA  *corev1.ConfigMap
-	UserConfig *corev1.ConfigMap
+	// TrustedCA is the CA bundle the cluster network operator injects into the controller's
+	// trusted-CA ConfigMap: standalone, the cluster's; on HyperShift, the management cluster's,
+	// when it is an OpenShift cluster (nothing fills it elsewhere).
+	TrustedCA *corev1.ConfigMap
+	// AdditionalTrustBundle is the ConfigMap the HostedControlPlane's
+	// spec.additionalTrustBundle names (HyperShift only): the CAs the hosted cluster's owner
+	// added for the control plane and the nodes.
+	AdditionalTrustBundle *corev1.ConfigMap
+	UserConfig            *corev1.ConfigMap
 	// CloudConf is the live controller copy of cloud-conf: it holds the last topology decision.
 	CloudConf  *corev1.ConfigMap
 	Deployment *appsv1.Deployment
@@ -77,6 +84,7 @@ func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 	var (
 		creds                              corev1.Secret
 		caCM, userCM, cloudConf, trustedCA corev1.ConfigMap
+		additionalTrust                    corev1.ConfigMap
 		dep                                appsv1.Deployment
 		infra                              configv1.Infrastructure
 		proxy                              configv1.Proxy
@@ -88,6 +96,7 @@ func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 		get(r.Guest, client.ObjectKey{Namespace: names.OpenShiftConfigNamespace, Name: names.UserConfigMap}, &userCM, func() { in.UserConfig = &userCM }),
 		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.CloudConfConfigMap}, &cloudConf, func() { in.CloudConf = &cloudConf }),
 		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.ControllerDeployment}, &dep, func() { in.Deployment = &dep }),
+		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.TrustedCABundleConfigMap}, &trustedCA, func() { in.TrustedCA = &trustedCA }),
 	}
 	if r.Config.HyperShift {
 		errs = append(errs, get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.HyperShiftCloudConfigMap}, &caCM, func() { in.CAConfigMap = &caCM }))
@@ -96,7 +105,6 @@ func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 			get(r.Guest, client.ObjectKey{Name: names.InfrastructureName}, &infra, func() { in.Infrastructure = &infra }),
 			get(r.Guest, client.ObjectKey{Name: names.ProxyName}, &proxy, func() { in.Proxy = &proxy }),
 			get(r.Guest, client.ObjectKey{Name: names.APIServerName}, &apiServer, func() { in.APIServer = &apiServer }),
-			get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.TrustedCABundleConfigMap}, &trustedCA, func() { in.TrustedCA = &trustedCA }),
 			get(r.Guest, client.ObjectKey{Name: names.ServiceMonitorCRD}, &monitorCRD, func() { in.ServiceMonitorCRD = clusters.Established(&monitorCRD) }),
 		)
 		if in.Infrastructure != nil && in.Infrastructure.Spec.CloudConfig.Name != "" {
@@ -114,6 +122,12 @@ func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 		}
 		if len(hcps.Items) == 1 {
 			in.HCP = &hcps.Items[0]
+		}
+		if ref := additionalTrustBundleRef(in.HCP); ref != "" {
+			key := client.ObjectKey{Namespace: ns, Name: ref}
+			if err := get(r.Mgmt, key, &additionalTrust, func() { in.AdditionalTrustBundle = &additionalTrust }); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return in, nil
@@ -150,6 +164,10 @@ type config struct {
 	ServiceMonitor bool
 	// TLS is the cluster's TLS security profile, for the controller's kube-rbac-proxies.
 	TLS tlsprofile.Settings
+	// Owner is the HostedControlPlane as the owner of the objects next to the controller
+	// (HyperShift); AdditionalTrustBundle the filled ConfigMap it names for extra CAs.
+	Owner                 *metav1.OwnerReference
+	AdditionalTrustBundle *corev1.ConfigMap
 }
 
 // Standalone placement of the controller: the masters, unless the control plane is External
@@ -183,12 +201,6 @@ func resolveStandalone(cfg *config, in *Inputs) []problem {
 	}
 	cfg.ServiceMonitor = in.ServiceMonitorCRD
 	cfg.TLS = tlsprofile.Resolve(tlsprofile.FromAPIServer(in.APIServer))
-	// The operator creates the ConfigMap empty and the cluster network operator fills it: only
-	// a filled one is an input. Hashing the empty one would add a hash annotation on the
-	// reconcile after the one that created it, and so roll the controller a second time.
-	if in.TrustedCA != nil && in.TrustedCA.Data[names.KeyTrustedCA] != "" {
-		cfg.TrustedCA = in.TrustedCA
-	}
 	return nil
 }
 
@@ -224,7 +236,20 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*confi
 			if os := hcp.Spec.Platform.OpenStack; os != nil && os.IdentityRef.CloudName != "" {
 				cfg.CloudName = os.IdentityRef.CloudName
 			}
+			cfg.Owner = hostedControlPlaneOwner(hcp)
+			// hypershift-operator writes the ConfigMap before it names it in the
+			// HostedControlPlane; one that is missing or empty is not there yet, and its
+			// arrival rolls the controller once.
+			if cm := in.AdditionalTrustBundle; cm != nil && cm.Data[names.KeyTrustedCA] != "" {
+				cfg.AdditionalTrustBundle = cm
+			}
 		}
+	}
+	// The operator creates the ConfigMap empty and the cluster network operator fills it: only
+	// a filled one is an input. Hashing the empty one would add a hash annotation on the
+	// reconcile after the one that created it, and so roll the controller a second time.
+	if in.TrustedCA != nil && in.TrustedCA.Data[names.KeyTrustedCA] != "" {
+		cfg.TrustedCA = in.TrustedCA
 	}
 
 	switch {

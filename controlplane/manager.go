@@ -70,6 +70,16 @@ type Config struct {
 	// detection and every controller container use it, as csi-operator's do. Standalone mode
 	// ignores it and follows the cluster-wide Proxy instead.
 	Proxy configv1.ProxyStatus
+	// ReleaseVersion is the release the operator belongs to, from OPERATOR_IMAGE_VERSION (which
+	// HyperShift's control-plane operator sets to the hosted cluster's release version, as for
+	// every control-plane component). On HyperShift the controller Deployment carries it in
+	// release.openshift.io/desired-version, and in release.openshift.io/version once rolled
+	// out, which HyperShift's rollout checks compare with the release. Empty writes neither.
+	ReleaseVersion string
+	// RunAsUser is the UID the controller's pods run as on HyperShift, from RUN_AS_USER, which
+	// the control-plane operator sets on management clusters without SecurityContextConstraints
+	// (where nothing else would assign one). Nil leaves the UID to the cluster.
+	RunAsUser *int64
 }
 
 func (c *Config) defaults() {

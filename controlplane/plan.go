@@ -5,6 +5,7 @@ import (
 	"time"
 
 	operatorv1 "github.com/openshift/api/operator/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -83,7 +84,7 @@ func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
 // credentials. The inputs are resolved once either way.
 func desired(d *manifests.Decoder, rc Config, s State, detect func(detectionInputs) Detection) (*Plan, error) {
 	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) {
-		return objects(d, rc, &config{ServiceMonitor: s.Inputs.ServiceMonitorCRD, TLS: tlsprofile.Intermediate()}, nil, false)
+		return objects(d, rc, &config{ServiceMonitor: s.Inputs.ServiceMonitorCRD, TLS: tlsprofile.Intermediate()}, nil, nil, false)
 	})
 	p := &Plan{Base: base}
 	if complete || err != nil {
@@ -99,7 +100,7 @@ func desired(d *manifests.Decoder, rc Config, s State, detect func(detectionInpu
 		s.Detection = detect(di)
 	}
 	p.Topology = chooseTopology(cfg.Override, s.Detection, cfg.LastTopology)
-	steps, err := objects(d, rc, cfg, s.Inputs.Credentials, p.Topology.Enabled)
+	steps, err := objects(d, rc, cfg, s.Inputs.Credentials, s.Inputs.Deployment, p.Topology.Enabled)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +112,7 @@ func desired(d *manifests.Decoder, rc Config, s State, detect func(detectionInpu
 
 // objects returns, in apply order, the node copy of cloud-conf for the guest and the objects
 // next to the controller.
-func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.Secret, enableTopology bool) ([]plan.Step, error) {
+func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.Secret, live *appsv1.Deployment, enableTopology bool) ([]plan.Step, error) {
 	ns := rc.Namespace
 	controllerConf := desiredCloudConf(ns, names.CloudConfConfigMap, cfg.ControllerConf, enableTopology, cfg.CABundle)
 	nodeConf := desiredCloudConf(names.GuestNamespace, names.NodeCloudConf(rc.HyperShift), cfg.NodeConf, enableTopology, "")
@@ -130,21 +131,26 @@ func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.S
 		Proxy:           cfg.Proxy,
 		TrustedCA:       cfg.TrustedCA != nil,
 		TLS:             cfg.TLS,
+		Hosted:          hostedFor(rc, cfg, live),
 		Hashes: map[string]string{
 			// The hash of the ConfigMap as it will be applied, so the first rollout already
 			// carries the final value.
 			hashCloudConf:   confighash.ConfigMap(controllerConf),
 			hashCredentials: confighash.SecretKeys(credentials, names.KeyCloudsYAML),
 			// A proxy change rolls the controller (empty, so no annotation, without a proxy),
-			// and so does a trusted CA change (standalone only).
-			hashProxy:     proxyHash(cfg.Proxy),
-			hashTrustedCA: confighash.ConfigMapKeys(cfg.TrustedCA, names.KeyTrustedCA),
+			// and so does a change of a trusted CA bundle.
+			hashProxy:                 proxyHash(cfg.Proxy),
+			hashTrustedCA:             confighash.ConfigMapKeys(cfg.TrustedCA, names.KeyTrustedCA),
+			hashAdditionalTrustBundle: confighash.ConfigMapKeys(cfg.AdditionalTrustBundle, names.KeyTrustedCA),
 		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("computing the controller objects: %w", err)
 	}
 	mgmt := append([]client.Object{controllerConf}, objs...)
+	if rc.HyperShift {
+		ownedBy(cfg.Owner, mgmt...)
+	}
 	if cfg.ServiceMonitor && !rc.HyperShift {
 		sm, err := desiredServiceMonitor(d, ns)
 		if err != nil {
@@ -154,6 +160,18 @@ func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.S
 	}
 	return append(plan.Steps(plan.Guest, groupController, nodeConf),
 		plan.Steps(plan.Management, groupController, mgmt...)...), nil
+}
+
+// hostedFor returns what the controller takes from a hosted control plane, nothing standalone.
+func hostedFor(rc Config, cfg *config, live *appsv1.Deployment) hostedInputs {
+	if !rc.HyperShift {
+		return hostedInputs{}
+	}
+	h := hostedInputs{Owner: cfg.Owner, ReleaseVersion: rc.ReleaseVersion, Live: live, RunAsUser: rc.RunAsUser}
+	if cfg.AdditionalTrustBundle != nil {
+		h.AdditionalTrustBundle = cfg.AdditionalTrustBundle.Name
+	}
+	return h
 }
 
 // detectionFor returns what a zone listing depends on for a valid configuration, and whether one

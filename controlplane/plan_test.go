@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
@@ -53,7 +54,7 @@ func hyperShiftState(ha bool, ca string) State {
 		Driver: managedDriver(),
 		Inputs: Inputs{
 			HCP: &hyperv1.HostedControlPlane{
-				ObjectMeta: metav1.ObjectMeta{Namespace: hcpNamespace, Name: "example"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: hcpNamespace, Name: "example", UID: testHCPUID},
 				Spec: hyperv1.HostedControlPlaneSpec{
 					InfraID:                      "example-x7k2p",
 					ControllerAvailabilityPolicy: policy,
@@ -68,6 +69,33 @@ func hyperShiftState(ha bool, ca string) State {
 			UserConfig:  userConfig(),
 		},
 	}
+}
+
+// testHCPUID is the HostedControlPlane's UID in the fixtures: what its owner references name.
+const testHCPUID = "0b7e5a52-3c1d-4e8f-9a26-5d4c3b2a1f00"
+
+// hyperShiftPlatformState is hyperShiftState with what a full management cluster adds: its
+// cluster network operator's trusted CA bundle, the HostedControlPlane's additional trust bundle,
+// and a controller Deployment rolled out for release 4.21.3.
+func hyperShiftPlatformState() State {
+	s := hyperShiftState(false, testCA)
+	s.Inputs.HCP.Spec.AdditionalTrustBundle = &corev1.LocalObjectReference{Name: "user-ca-bundle"}
+	s.Inputs.AdditionalTrustBundle = &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: hcpNamespace, Name: "user-ca-bundle"},
+		Data:       map[string]string{names.KeyTrustedCA: testCA},
+	}
+	s.Inputs.TrustedCA = &corev1.ConfigMap{Data: map[string]string{names.KeyTrustedCA: testCA}}
+	s.Inputs.Deployment = rolledOutDeployment("4.21.3", "4.21.3")
+	return s
+}
+
+// hyperShiftPlatformConfig is the configuration a control-plane operator gives on a management
+// cluster without SecurityContextConstraints: the release version and a UID.
+func hyperShiftPlatformConfig() Config {
+	rc := hyperShiftConfig()
+	rc.ReleaseVersion = "4.21.3"
+	rc.RunAsUser = ptr.To[int64](1001)
+	return rc
 }
 
 func hyperShiftConfig() Config {
@@ -126,6 +154,7 @@ func TestDesired(t *testing.T) {
 		{name: "When on HyperShift, SingleReplica, with topology and a CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(false, testCA), topology: true},
 		{name: "When on HyperShift, HighlyAvailable, with topology and a CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(true, testCA), topology: true},
 		{name: "When on HyperShift, HighlyAvailable, without topology or CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(true, "")},
+		{name: "When on HyperShift with a release version, a UID and both trust bundles, it should match the fixture", rc: hyperShiftPlatformConfig(), state: hyperShiftPlatformState()},
 		{name: "When standalone without proxy or trusted CA, it should match the fixture", rc: standaloneConfig(), state: standaloneState(false, false)},
 		{name: "When standalone behind a proxy, it should match the fixture", rc: standaloneConfig(), state: standaloneState(true, false), topology: true},
 		{name: "When standalone with a trusted CA bundle, it should match the fixture", rc: standaloneConfig(), state: standaloneState(false, true)},
@@ -152,6 +181,7 @@ func TestDesired(t *testing.T) {
 		g.Expect(testutil.StepNames(p.Apply)).To(Equal([]string{
 			"guest/ConfigMap/openshift-cluster-csi-drivers/cloud-conf",
 			"management/ConfigMap/clusters-example/cloud-conf",
+			"management/ConfigMap/clusters-example/openstack-cinder-csi-driver-trusted-ca-bundle",
 			"management/ServiceAccount/clusters-example/openstack-cinder-csi-driver-controller-sa",
 			"management/Service/clusters-example/openstack-cinder-csi-driver-controller-metrics",
 			"management/PodDisruptionBudget/clusters-example/openstack-cinder-csi-driver-controller-pdb",
@@ -160,6 +190,52 @@ func TestDesired(t *testing.T) {
 		for _, s := range p.Apply {
 			g.Expect(s.Group).To(Equal(groupController))
 			g.Expect(s.Object.GetLabels()).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue), s.Object.GetName())
+		}
+	})
+
+	t.Run("When on HyperShift, the HostedControlPlane should own every object next to the controller and nothing in the guest", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		p := desiredPlan(t, hyperShiftConfig(), hyperShiftState(false, testCA))
+		for _, s := range p.Apply {
+			refs := s.Object.GetOwnerReferences()
+			if s.Cluster == plan.Guest {
+				g.Expect(refs).To(BeEmpty(), s.Object.GetName())
+				continue
+			}
+			g.Expect(refs).To(ConsistOf(metav1.OwnerReference{
+				APIVersion: "hypershift.openshift.io/v1beta1", Kind: "HostedControlPlane", Name: "example", UID: testHCPUID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}), s.Object.GetName())
+		}
+	})
+
+	t.Run("When standalone, it should set no owner reference", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		for _, s := range desiredPlan(t, standaloneConfig(), standaloneState(true, true)).Apply {
+			g.Expect(s.Object.GetOwnerReferences()).To(BeEmpty(), s.Object.GetName())
+		}
+	})
+
+	t.Run("When the controller Deployment is planned in either mode, its pods should carry every NetworkPolicy label the platform requires", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		for _, p := range []*Plan{
+			desiredPlan(t, hyperShiftConfig(), hyperShiftState(true, testCA)),
+			desiredPlan(t, hyperShiftPlatformConfig(), hyperShiftPlatformState()),
+			desiredPlan(t, standaloneConfig(), standaloneState(true, true)),
+		} {
+			var dep *appsv1.Deployment
+			for _, s := range p.Apply {
+				if d, ok := s.Object.(*appsv1.Deployment); ok {
+					dep = d
+				}
+			}
+			g.Expect(dep).NotTo(BeNil())
+			for k, v := range manifests.ControllerPolicyLabels() {
+				g.Expect(dep.Spec.Template.Labels).To(HaveKeyWithValue(k, v))
+			}
 		}
 	})
 

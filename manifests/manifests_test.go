@@ -40,6 +40,24 @@ func TestOperand(t *testing.T) {
 		g.Expect(ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.String()).To(Equal("10%"))
 	})
 
+	t.Run("When the controller Deployment is loaded, its pod template should carry every NetworkPolicy label the platform requires", func(t *testing.T) {
+		g := NewWithT(t)
+		dep, err := Object[*appsv1.Deployment](d, "controller.yaml")
+		g.Expect(err).NotTo(HaveOccurred())
+		for k, v := range ControllerPolicyLabels() {
+			g.Expect(dep.Spec.Template.Labels).To(HaveKeyWithValue(k, v))
+		}
+	})
+
+	t.Run("When the required label lists are handed out, they should be copies the caller may change", func(t *testing.T) {
+		g := NewWithT(t)
+		l := OperatorPolicyLabels()
+		delete(l, PolicyLabelAPIServer)
+		g.Expect(OperatorPolicyLabels()).To(HaveKey(PolicyLabelAPIServer))
+		g.Expect(OperatorPolicyLabels()).To(HaveLen(4))
+		g.Expect(ControllerPolicyLabels()).To(HaveLen(4))
+	})
+
 	t.Run("When a manifest is loaded as the wrong type, it should fail", func(t *testing.T) {
 		g := NewWithT(t)
 		_, err := Object[*appsv1.Deployment](d, "node.yaml")

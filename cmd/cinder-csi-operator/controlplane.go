@@ -3,8 +3,11 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	configv1 "github.com/openshift/api/config/v1"
 	"golang.org/x/net/http/httpproxy"
@@ -34,6 +37,9 @@ func runControlPlane(args []string, stderr io.Writer) error {
 	}
 	o.Config.Namespace = f.namespace
 	o.Config.Proxy = environmentProxy()
+	if err := hostedEnvironment(os.Getenv, &o.Config); err != nil {
+		return err
+	}
 	o.Common = f.common(stderr)
 	if o.Mgmt, err = restConfig(f.kubeconfig, userAgent("controlplane")); err != nil {
 		return err
@@ -55,6 +61,34 @@ func bindTopologyFlags(fs *flag.FlagSet, cfg *controlplane.Config) {
 		"How often the OpenStack availability zones are listed again to decide topology.")
 	fs.DurationVar(&cfg.OpenStackTimeout, "openstack-timeout", controlplane.DefaultOpenStackTimeout,
 		"Time limit of one topology detection against OpenStack.")
+}
+
+// What HyperShift's control-plane operator sets in the environment of a control-plane component
+// besides the proxy and the images.
+const (
+	// envReleaseVersion is the release the component belongs to (the hosted cluster's release
+	// version; library-go's operators read the same variable).
+	envReleaseVersion = "OPERATOR_IMAGE_VERSION"
+	// envRunAsUser is the UID its operands are to run as, set only on management clusters
+	// without SecurityContextConstraints.
+	envRunAsUser = "RUN_AS_USER"
+)
+
+// hostedEnvironment reads the release version and the operands' UID into cfg. A RUN_AS_USER that
+// is not a non-negative integer is a startup error: the controller would otherwise run with a UID
+// the management cluster did not ask for.
+func hostedEnvironment(getenv func(string) string, cfg *controlplane.Config) error {
+	cfg.ReleaseVersion = strings.TrimSpace(getenv(envReleaseVersion))
+	uid := strings.TrimSpace(getenv(envRunAsUser))
+	if uid == "" {
+		return nil
+	}
+	n, err := strconv.ParseInt(uid, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%s=%q is not a user ID (a non-negative integer)", envRunAsUser, uid)
+	}
+	cfg.RunAsUser = &n
+	return nil
 }
 
 // environmentProxy reads the proxy HyperShift's control-plane operator puts into the operator's

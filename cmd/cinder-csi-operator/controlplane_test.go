@@ -5,6 +5,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	configv1 "github.com/openshift/api/config/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane"
 )
 
 // TestEnvironmentProxy is not parallel: t.Setenv changes the whole process.
@@ -53,6 +56,41 @@ func TestEnvironmentProxy(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			g.Expect(environmentProxy()).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestHostedEnvironment(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		env     map[string]string
+		version string
+		uid     *int64
+		err     string
+	}{
+		{name: "When neither variable is set, it should set neither", version: ""},
+		{
+			name:    "When HyperShift sets the release version and a UID, it should read both",
+			env:     map[string]string{"OPERATOR_IMAGE_VERSION": "4.21.3", "RUN_AS_USER": "1001"},
+			version: "4.21.3", uid: ptr.To[int64](1001),
+		},
+		{name: "When RUN_AS_USER is 0, it should keep it (root is the management cluster's choice)", env: map[string]string{"RUN_AS_USER": "0"}, uid: ptr.To[int64](0)},
+		{name: "When RUN_AS_USER is negative, it should fail naming the variable", env: map[string]string{"RUN_AS_USER": "-1"}, err: `RUN_AS_USER="-1"`},
+		{name: "When RUN_AS_USER is not a number, it should fail naming the variable", env: map[string]string{"RUN_AS_USER": "nobody"}, err: `RUN_AS_USER="nobody"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			var cfg controlplane.Config
+			err := hostedEnvironment(func(k string) string { return tt.env[k] }, &cfg)
+			if tt.err != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tt.err)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cfg.ReleaseVersion).To(Equal(tt.version))
+			g.Expect(cfg.RunAsUser).To(Equal(tt.uid))
 		})
 	}
 }

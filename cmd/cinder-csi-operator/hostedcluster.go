@@ -38,6 +38,9 @@ func runHostedCluster(args []string, stderr io.Writer) error {
 	o.ControlPlaneConfig.Images, o.GuestConfig.Images = ctrlImages, nodeImages
 	o.ControlPlaneConfig.Namespace = f.namespace
 	o.ControlPlaneConfig.Proxy = environmentProxy()
+	if err := hostedEnvironment(os.Getenv, &o.ControlPlaneConfig); err != nil {
+		return err
+	}
 	o.Common = f.common(stderr)
 	if o.Mgmt, err = restConfig(f.kubeconfig, userAgent("controlplane")); err != nil {
 		return err

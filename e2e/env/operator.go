@@ -56,6 +56,10 @@ type OperatorOptions struct {
 	// Proxy is, in HyperShift mode, the proxy of the operator's environment, which the command
 	// reads from HTTP_PROXY, HTTPS_PROXY and NO_PROXY; standalone mode follows the Proxy object.
 	Proxy configv1.ProxyStatus
+	// ReleaseVersion and RunAsUser are, in HyperShift mode, what the command reads from
+	// OPERATOR_IMAGE_VERSION and RUN_AS_USER (control-plane-operator sets both).
+	ReleaseVersion string
+	RunAsUser      *int64
 	// WrapConfig, when set, adjusts the REST configuration a manager ("controlplane", "guest"
 	// or "standalone"; "hostedcluster" for the leader election of HyperShift mode) uses for a
 	// cluster (ClusterManagement or ClusterGuest; the one cluster of standalone mode is
@@ -150,6 +154,7 @@ func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
 		h.ControlPlaneConfig.Namespace, h.ControlPlaneConfig.Images = e.Namespace, ctrlImages
 		h.ControlPlaneConfig.TopologyRecheckInterval, h.ControlPlaneConfig.OpenStackTimeout = o.TopologyRecheckInterval, o.OpenStackTimeout
 		h.ControlPlaneConfig.Proxy = o.Proxy
+		h.ControlPlaneConfig.ReleaseVersion, h.ControlPlaneConfig.RunAsUser = o.ReleaseVersion, o.RunAsUser
 		h.GuestConfig.Images = nodeImages
 		m, err := operator.NewHostedCluster(h)
 		if err != nil {

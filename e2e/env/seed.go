@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -51,6 +52,13 @@ type Seed struct {
 	// GuestKubeconfig is the guest admin kubeconfig stored in service-network-admin-kubeconfig
 	// (HyperShift), as the management cluster's pods reach the guest.
 	GuestKubeconfig []byte
+	// ManagementAPIServerIPs are the addresses at which pods of the management cluster reach its
+	// API server, once their node has translated the kubernetes Service address: HyperShift's
+	// management-kas NetworkPolicy refuses them to pods without the access label. On real nodes
+	// these are the nodes' own addresses (each node translates the Service to its API forwarder at
+	// <node IP>:6443, see package realnode); empty means the addresses the management cluster's
+	// kubernetes EndpointSlice lists, as hypershift-operator reads them (kwok nodes, kind).
+	ManagementAPIServerIPs []net.IP
 }
 
 // seed creates the seed objects of the environment.
@@ -62,6 +70,7 @@ func (e *Env) seed(ctx context.Context) error {
 	switch {
 	case e.Real != nil:
 		s.OpenStackURL, s.GuestKubeconfig = e.Real.OpenStackURL, e.Real.GuestKubeconfigInMgmt
+		s.ManagementAPIServerIPs = []net.IP{e.Real.MgmtNode.IP()}
 	case e.Mode == ModeHyperShift:
 		kc, err := os.ReadFile(e.Guest.KubeconfigPath())
 		if err != nil {
@@ -83,6 +92,13 @@ func (s Seed) Create(ctx context.Context) error {
 		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
 	objs = append(objs, clusterCSIDriver())
+	// cluster-storage-operator's NetworkPolicies exist in the guest of a hosted cluster too: the
+	// cluster-version operator applies them there (they carry the hypershift include
+	// annotation). They bind the node plugin not at all (it runs in the host's network).
+	objs = append(objs, peerNamespaces(false)...)
+	for _, np := range StorageNetworkPolicies() {
+		objs = append(objs, np)
+	}
 	if err := createAll(ctx, s.Guest, objs); err != nil {
 		return err
 	}
@@ -117,6 +133,12 @@ func (s Seed) Create(ctx context.Context) error {
 	if len(s.GuestKubeconfig) == 0 {
 		return errors.New("seeding a hosted cluster needs the guest kubeconfig")
 	}
+	kasIPs := s.ManagementAPIServerIPs
+	if len(kasIPs) == 0 {
+		if kasIPs, err = ManagementAPIServerIPs(ctx, s.Mgmt); err != nil {
+			return err
+		}
+	}
 	mgmt := []client.Object{
 		// The HyperShift operator creates it; without it the Priority admission plugin rejects
 		// every control-plane pod, the operator's and the CSI controller's.
@@ -141,6 +163,10 @@ func (s Seed) Create(ctx context.Context) error {
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: names.GuestKubeconfigSecret},
 			Data:       map[string][]byte{names.KeyKubeconfig: s.GuestKubeconfig},
 		},
+	}
+	mgmt = append(mgmt, peerNamespaces(true)...)
+	for _, np := range HyperShiftNetworkPolicies(s.Namespace, kasIPs) {
+		mgmt = append(mgmt, np)
 	}
 	return createAll(ctx, s.Mgmt, mgmt)
 }

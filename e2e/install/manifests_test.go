@@ -11,6 +11,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/install"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -178,6 +179,17 @@ func TestInstallManifests(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred(), "controller images")
 		_, err = images.NodeImages(envLookup(c))
 		g.Expect(err).NotTo(HaveOccurred(), "node images")
+	})
+
+	t.Run("When an operator Deployment is read, it should carry every NetworkPolicy label the platform requires of its pods", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, f := range []string{hyperShiftManagementFile, standaloneFile} {
+			deps := objectsOf[*appsv1.Deployment](readManifest(t, f, nil))
+			g.Expect(deps).To(HaveLen(1), f)
+			for k, v := range manifests.OperatorPolicyLabels() {
+				g.Expect(deps[0].Spec.Template.Labels).To(HaveKeyWithValue(k, v), f)
+			}
+		}
 	})
 }
 

@@ -386,6 +386,9 @@ func start(ctx context.Context, opts Options, bins binaries) (_ *Cluster, err er
 		"--client-ca-file=" + certs.caCert,
 		"--token-auth-file=" + tokenFile,
 		"--authorization-mode=Node,RBAC",
+		// As on OpenShift: an owner reference that blocks the owner's deletion needs update
+		// on the owner's finalizers, so the install RBAC is checked for it.
+		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + certs.saPub,
 		"--service-account-signing-key-file=" + certs.saKey,
