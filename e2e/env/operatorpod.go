@@ -102,8 +102,11 @@ func (e *Env) DeployOperator(ctx context.Context, o PodOptions) (*OperatorPod, e
 			return nil
 		}
 		containers, _, err := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
-		if err != nil || len(containers) == 0 {
-			return fmt.Errorf("no containers: %v", err)
+		if err != nil {
+			return fmt.Errorf("reading the containers: %w", err)
+		}
+		if len(containers) == 0 {
+			return errors.New("no containers")
 		}
 		c := containers[0].(map[string]any)
 		args, _, _ := unstructured.NestedStringSlice(c, "args")
@@ -195,7 +198,7 @@ func (p *OperatorPod) WaitReady(ctx context.Context, notName string) (*corev1.Po
 	err := wait.PollUntilContextTimeout(ctx, podPollInterval, operatorReadyTimeout, true, func(ctx context.Context) (bool, error) {
 		pod, err := p.Pod(ctx)
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // Not created yet, or a passing API error: poll again.
 		}
 		last = pod
 		if why := cannotStart(pod); why != "" {
@@ -239,7 +242,7 @@ func (p *OperatorPod) WaitRestarted(ctx context.Context, pod *corev1.Pod, restar
 	return wait.PollUntilContextTimeout(ctx, podPollInterval, operatorReadyTimeout, true, func(ctx context.Context) (bool, error) {
 		cur := &corev1.Pod{}
 		if err := p.client.Get(ctx, client.ObjectKeyFromObject(pod), cur); err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // A passing API error: poll again.
 		}
 		if len(cur.Status.ContainerStatuses) == 0 {
 			return false, nil

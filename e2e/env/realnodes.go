@@ -113,6 +113,9 @@ func (e *Env) startRealClusters(ctx context.Context, guestOpts localcluster.Opti
 
 	pause := r.Images[images.Pause]
 	zone := e.Zone()
+	// Every real node enforces NetworkPolicy, as an OpenShift cluster's network plugin does, so
+	// the platform's policies that Start seeds hold for the operator and its operands.
+	netpol := &realnode.NetworkPolicyOptions{KubeRouter: images.KubeRouterPath(o.RealNodes.BinDir, images.DefaultVersions())}
 	nodeLabels := map[string]string{corev1.LabelTopologyZone: zone}
 	if o.Mode == ModeStandalone {
 		guestOpts.RealNodes = r.run.ClusterOptions(mgmtClusterNumber)
@@ -127,7 +130,8 @@ func (e *Env) startRealClusters(ctx context.Context, guestOpts localcluster.Opti
 			Cluster: e.Guest, ClusterNumber: mgmtClusterNumber, Name: "master-0",
 			Kubelet: images.KubeletPath(o.RealNodes.BinDir, images.DefaultVersions()), RootDir: realnode.DefaultRootDir,
 			SandboxImage: pause.Ref, Images: r.Images.Tars(), Labels: labels,
-			ExtraIPs: []net.IP{realnode.FakeOpenStackIP(mgmtClusterNumber)},
+			ExtraIPs:      []net.IP{realnode.FakeOpenStackIP(mgmtClusterNumber)},
+			NetworkPolicy: netpol,
 		}); err != nil {
 			return err
 		}
@@ -145,15 +149,17 @@ func (e *Env) startRealClusters(ctx context.Context, guestOpts localcluster.Opti
 		if r.MgmtNode, err = r.run.StartNode(ctx, realnode.NodeOptions{
 			Cluster: e.Mgmt, ClusterNumber: mgmtClusterNumber, Name: "management-0", Kubelet: kubelet,
 			SandboxImage: pause.Ref, Images: r.Images.Tars(),
-			Labels:   mergeLabels(nodeLabels, map[string]string{names.ControlPlaneNodeLabel: "true"}),
-			ExtraIPs: []net.IP{realnode.FakeOpenStackIP(mgmtClusterNumber)},
+			Labels:        mergeLabels(nodeLabels, map[string]string{names.ControlPlaneNodeLabel: "true"}),
+			ExtraIPs:      []net.IP{realnode.FakeOpenStackIP(mgmtClusterNumber)},
+			NetworkPolicy: netpol,
 		}); err != nil {
 			return err
 		}
 		if r.GuestNode, err = r.run.StartNode(ctx, realnode.NodeOptions{
 			Cluster: e.Guest, ClusterNumber: guestClusterNumber, Name: "worker-0", Kubelet: kubelet,
 			RootDir: realnode.DefaultRootDir, SandboxImage: pause.Ref, Images: r.Images.Tars(),
-			Labels: mergeLabels(nodeLabels, map[string]string{"node-role.kubernetes.io/worker": ""}),
+			Labels:        mergeLabels(nodeLabels, map[string]string{"node-role.kubernetes.io/worker": ""}),
+			NetworkPolicy: netpol,
 		}); err != nil {
 			return err
 		}

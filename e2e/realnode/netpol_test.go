@@ -173,7 +173,7 @@ func TestNetworkPolicy(t *testing.T) {
 	}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 	netns := map[string]string{}
 	for name, p := range pods {
-		netns[name], err = podNetns(node, p)
+		netns[name], err = node.PodNetns(p.UID)
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 	serverAddr := net.JoinHostPort(pods["server"].Status.PodIP, "8080")

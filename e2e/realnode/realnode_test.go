@@ -286,7 +286,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("When the pod's network namespace connects to the kubernetes Service, it should reach the API server", func(t *testing.T) {
 		g := NewWithT(t)
 		for _, name := range []string{podNet.Name, podHost.Name} {
-			ns, err := podNetns(node, running[name])
+			ns, err := node.PodNetns(running[name].UID)
 			g.Expect(err).NotTo(HaveOccurred())
 			version, err := getVersion(t.Context(), ns, "https://"+localcluster.KubernetesServiceIP+":443", cluster.RESTConfig())
 			g.Expect(err).NotTo(HaveOccurred(), "pod %s", name)
@@ -296,7 +296,7 @@ func TestRealNode(t *testing.T) {
 
 	t.Run("When a pod's port is forwarded or proxied through the API server, it should reach a listener inside the pod", func(t *testing.T) {
 		g := NewWithT(t)
-		ns, err := podNetns(node, running[podNet.Name])
+		ns, err := node.PodNetns(running[podNet.Name].UID)
 		g.Expect(err).NotTo(HaveOccurred())
 		ln, err := ListenIn(ns, "tcp", ":8080")
 		g.Expect(err).NotTo(HaveOccurred())
@@ -368,27 +368,6 @@ func execInPod(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, n
 	defer cancel()
 	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut})
 	return strings.TrimSpace(out.String()), strings.TrimSpace(errOut.String()), err
-}
-
-// podNetns returns the network namespace of a running pod, through a process in its cgroup.
-func podNetns(n *Node, pod *corev1.Pod) (string, error) {
-	dirs, err := cgroupDirs(n.Cgroup())
-	if err != nil {
-		return "", err
-	}
-	for _, d := range dirs {
-		if !strings.Contains(d, "/pod"+string(pod.UID)) {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-		if err != nil {
-			continue
-		}
-		if f := strings.Fields(string(data)); len(f) > 0 {
-			return "/proc/" + f[0] + "/ns/net", nil
-		}
-	}
-	return "", errors.New("no process of the pod found in the node's cgroups")
 }
 
 // getVersion asks the API server at server for /version from inside a network namespace,
@@ -629,7 +608,7 @@ func TestTwoClusters(t *testing.T) {
 			pod = p
 			return p.Status.Phase, nil
 		}).WithTimeout(2 * time.Minute).Should(Equal(corev1.PodRunning))
-		ns, err := podNetns(mgmtNode, pod)
+		ns, err := mgmtNode.PodNetns(pod.UID)
 		g.Expect(err).NotTo(HaveOccurred())
 
 		cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)

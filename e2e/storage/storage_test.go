@@ -62,6 +62,9 @@ func scenarios(t *testing.T, w *world) {
 	t.Run("When the operator's container is killed and then its pod deleted, with a volume in use, it should take its lease back and converge without rolling the driver", func(t *testing.T) {
 		operatorRecovers(t, w)
 	})
+	t.Run("When the operator's pod lacks the labels the platform's NetworkPolicies select on, it should not reach its API server and its readiness should say so", func(t *testing.T) {
+		policiesEnforced(t, w)
+	})
 	t.Run("When the TLS profile is Modern, every metrics port should refuse TLS 1.2, serve TLS 1.3 and only authorised scrapes", func(t *testing.T) {
 		metricsUnderModern(t, w)
 	})
