@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -111,8 +110,9 @@ type Manager struct {
 	leaderEvents *leaderEvents
 }
 
-// New builds a manager from o. Nothing runs until Start.
-func New(o Options) (*Manager, error) {
+// New builds a manager from o. Nothing runs until Start, but the probes (see probes), which
+// answer from the start of New.
+func New(o Options) (_ *Manager, err error) {
 	if o.Primary == nil {
 		return nil, errors.New("no primary cluster configuration")
 	}
@@ -127,6 +127,18 @@ func New(o Options) (*Manager, error) {
 	// the informers watch again as soon as it is back.
 	log := o.Logger.WithName("apiserver")
 	primary := awaitAPIServer(o.Primary, log, false)
+
+	var probe *probes
+	if o.HealthProbeBindAddress != "" && o.HealthProbeBindAddress != "0" {
+		if probe, err = startProbes(o.HealthProbeBindAddress); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				probe.close()
+			}
+		}()
+	}
 
 	metrics, err := metricsOptions(o)
 	if err != nil {
@@ -145,9 +157,10 @@ func New(o Options) (*Manager, error) {
 		RenewDeadline:                 ptr.To(RenewDeadline),
 		RetryPeriod:                   ptr.To(RetryPeriod),
 		Metrics:                       metrics,
-		HealthProbeBindAddress:        o.HealthProbeBindAddress,
-		PprofBindAddress:              o.PprofBindAddress,
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation)},
+		// The probes are served by probe, from before the manager is built.
+		HealthProbeBindAddress: "0",
+		PprofBindAddress:       o.PprofBindAddress,
+		Controller:             config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation)},
 	}
 	m := &Manager{}
 	if o.LeaderElection {
@@ -183,11 +196,11 @@ func New(o Options) (*Manager, error) {
 		m.Secondary = c
 	}
 
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("adding the health check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("caches", m.cachesSynced); err != nil {
-		return nil, fmt.Errorf("adding the readiness check: %w", err)
+	if probe != nil {
+		if err := mgr.Add(probe); err != nil {
+			return nil, fmt.Errorf("adding the %s manager's probes: %w", o.Name, err)
+		}
+		probe.setReady(m.cachesSynced)
 	}
 	return m, nil
 }
