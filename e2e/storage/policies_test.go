@@ -40,8 +40,8 @@ const dialTimeout = 5 * time.Second
 // operator's Deployment whose pod lacks the labels the policies select on (standalone: the
 // openshift.storage.network-policy.* labels under cluster-storage-operator's default-deny;
 // HyperShift: need-management-kas-access under management-kas) cannot reach its API server, so
-// its caches never sync and its readiness endpoint says so within the probe's period, while the
-// labelled operator runs on. Each connection is a real one, opened from the pod's own network
+// once its container starts under the policies its caches never sync and its readiness endpoint
+// says so within the probe's period, while the labelled operator runs on. Each connection is a real one, opened from the pod's own network
 // namespace; the outcomes are logged as a table of what each policy allowed or refused.
 func policiesEnforced(t *testing.T, w *world) {
 	ctx := context.Background()
@@ -57,6 +57,24 @@ func policiesEnforced(t *testing.T, w *world) {
 		netns[name], err = node.PodNetns(p.UID)
 		g.Expect(err).NotTo(HaveOccurred())
 	}
+	apiServer := net.JoinHostPort(localcluster.KubernetesServiceIP, "443")
+
+	// The policies reach a new pod's rules a moment after its sandbox has its address, and the
+	// connections its process opened before stay up (established connections are let through,
+	// as by most implementations). Once the rules refuse a new connection, the container is
+	// killed: what the kubelet starts again in the same pod meets them from its first request.
+	g.Eventually(func() error { return dialIn(ctx, netns["unlabelled"], apiServer) }).
+		WithTimeout(30*time.Second).WithPolling(poll).Should(HaveOccurred(), "the policies are in place for the unlabelled pod")
+	st := unlabelled.Status.ContainerStatuses[0]
+	g.Expect(node.KillContainer(ctx, st.ContainerID)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		p := &corev1.Pod{}
+		g.Expect(w.Mgmt.Get(ctx, client.ObjectKeyFromObject(unlabelled), p)).To(Succeed())
+		g.Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeNumerically(">", st.RestartCount))
+		g.Expect(p.Status.ContainerStatuses[0].State.Running).NotTo(BeNil())
+		unlabelled = p
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	restarts := unlabelled.Status.ContainerStatuses[0].RestartCount
 
 	t.Run("When the operator's pod lacks its policy labels, its readiness should say its caches cannot sync", func(t *testing.T) {
 		g := NewWithT(t)
@@ -66,12 +84,13 @@ func policiesEnforced(t *testing.T, w *world) {
 			code, body, err := getIn(ctx, node.NetnsPath(), "http://"+probe+"/readyz")
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(code).To(Equal(http.StatusInternalServerError), body)
+			g.Expect(body).To(ContainSubstring("not ready"))
 		}).WithTimeout(20 * time.Second).WithPolling(poll).Should(Succeed())
 		g.Consistently(func(g Gomega) {
 			p := &corev1.Pod{}
 			g.Expect(w.Mgmt.Get(ctx, client.ObjectKeyFromObject(unlabelled), p)).To(Succeed())
 			g.Expect(ready(p)).To(BeFalse(), "the unlabelled operator never becomes Ready")
-			g.Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeZero(), "it waits, it does not crash")
+			g.Expect(p.Status.ContainerStatuses[0].RestartCount).To(Equal(restarts), "it waits, it does not crash")
 		}).WithTimeout(30 * time.Second).WithPolling(poll).Should(Succeed())
 		g.Expect(*w.operatorLease(g).Spec.HolderIdentity).To(Equal(w.OperatorNamespace+"/"+labelled.Name), "the labelled operator keeps its lease")
 		w.waitAvailable(t)
@@ -83,7 +102,6 @@ func policiesEnforced(t *testing.T, w *world) {
 		labelled, unlabelled bool
 		why                  string
 	}
-	apiServer := net.JoinHostPort(localcluster.KubernetesServiceIP, "443")
 	openStackURL, err := url.Parse(w.OpenStackURL)
 	g.Expect(err).NotTo(HaveOccurred())
 	openStack := net.JoinHostPort(openStackURL.Hostname(), "443")
