@@ -59,9 +59,8 @@ func BenchmarkStorage(b *testing.B) {
 			if available == 0 || bound == 0 || running == 0 {
 				b.Fatalf("not done within %s: available %s, bound %s, running %s", podTimeout, available, bound, running)
 			}
-			// The operator container's memory at rest, as the kubelet reports it: a minute after
-			// its pod was Ready, past the install and past the start-up trim of package residency
-			// (30 s after the caches synced), averaged over ten readings.
+			// The operator container's memory at rest, as the kubelet reports it: 90 s after its
+			// deployment began, well past the install, averaged over ten readings.
 			time.Sleep(time.Until(w.OperatorStarted.Add(restSettle)))
 			var ws, rss uint64
 			const readings = 10
