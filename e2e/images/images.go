@@ -228,23 +228,29 @@ func buildOne(binDir, name string, v Versions) (Built, error) {
 	if err != nil {
 		return Built{}, fmt.Errorf("hashing inputs of %s: %w", ref, err)
 	}
-	// One directory per image, so that dropping the tars of earlier inputs (nothing refers to
-	// them once a newer one exists) cannot touch another image's.
-	dir := filepath.Join(binDir, "images", name)
-	file := filepath.Join(dir, r.tag(v)+"-"+key[:16]+".tar")
-	if _, err := os.Stat(file); err == nil {
-		return Built{Ref: ref, Tar: file}, nil
-	}
-	if _, err := WriteLayout(file, img); err != nil {
+	file := filepath.Join(binDir, "images", name, r.tag(v)+"-"+key[:16]+".tar")
+	if err := writeOnce(file, img); err != nil {
 		return Built{}, err
 	}
-	old, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
+	return Built{Ref: ref, Tar: file}, nil
+}
+
+// writeOnce writes img as the layout tar file unless it exists, and removes the other tars of
+// file's directory: each image has a directory of its own, and a tar of earlier inputs is of no
+// further use once a newer one exists (nothing refers to it).
+func writeOnce(file string, img Image) error {
+	if _, err := os.Stat(file); err != nil {
+		if _, err := WriteLayout(file, img); err != nil {
+			return err
+		}
+	}
+	old, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "*.tar"))
 	for _, o := range old {
 		if o != file {
 			_ = os.Remove(o)
 		}
 	}
-	return Built{Ref: ref, Tar: file}, nil
+	return nil
 }
 
 // inputHash hashes everything that decides the tar's content.

@@ -44,19 +44,9 @@ func BuildOperator(binDir, binary string) (Built, error) {
 	}
 	tag := "dev-" + key[:12]
 	img.Ref += ":" + tag
-	dir := filepath.Join(binDir, "images", Operator)
-	file := filepath.Join(dir, tag+".tar")
-	if _, err := os.Stat(file); err != nil {
-		if _, err := WriteLayout(file, img); err != nil {
-			return Built{}, err
-		}
-	}
-	// Earlier builds are of no further use: a new environment imports the newest.
-	old, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
-	for _, o := range old {
-		if o != file {
-			_ = os.Remove(o)
-		}
+	file := filepath.Join(binDir, "images", Operator, tag+".tar")
+	if err := writeOnce(file, img); err != nil {
+		return Built{}, err
 	}
 	return Built{Ref: img.Ref, Tar: file}, nil
 }

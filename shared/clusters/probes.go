@@ -37,7 +37,8 @@ const probeShutdownTimeout = 5 * time.Second
 
 // startProbes listens on addr and serves the probes until Start's context ends (or close).
 func startProbes(addr string) (*probes, error) {
-	ln, err := net.Listen("tcp", addr)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening for probes on %s: %w", addr, err)
 	}

@@ -20,11 +20,13 @@ func TestProbes(t *testing.T) {
 	go func() { stopped <- p.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-stopped
+		if err := <-stopped; err != nil {
+			t.Errorf("the probes stopped with %v", err)
+		}
 	})
 	get := func(t *testing.T, path string) (int, string) {
 		t.Helper()
-		resp, err := http.Get("http://" + p.addr + path)
+		resp, err := request(t, p.addr, path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,8 +69,18 @@ func TestProbes(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the probes did not stop")
 		}
-		if _, err := http.Get("http://" + p.addr + "/healthz"); err == nil {
+		if resp, err := request(t, p.addr, "/healthz"); err == nil {
+			_ = resp.Body.Close()
 			t.Error("the probes still answer")
 		}
 	})
+}
+
+// request GETs path from the probes at addr.
+func request(t *testing.T, addr, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return http.DefaultClient.Do(req)
 }
