@@ -136,6 +136,7 @@ func TestCRDHelpers(t *testing.T) {
 			"hostedcontrolplanes.hypershift.openshift.io",
 			"servicemonitors.monitoring.coreos.com",
 			"clustercsidrivers.operator.openshift.io",
+			"apiservers.config.openshift.io",
 			"infrastructures.config.openshift.io",
 			"proxies.config.openshift.io",
 			"volumesnapshotclasses.snapshot.storage.k8s.io",
