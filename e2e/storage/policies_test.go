@@ -127,35 +127,53 @@ func policiesEnforced(t *testing.T, w *world) {
 		checks = append(checks, check{"the guest API server", "pod", guestAPI, true, true,
 			"management-kas lets every address but the management API server's out"})
 	}
-	// Ingress to each pod's metrics port, from the CSI controller's pod in the same namespace.
+	// Ingress, from the CSI controller's pod in the same namespace, to ports that listen: the
+	// labelled operator's metrics port, and each pod's probe port, which answers from the start
+	// (the unlabelled operator's metrics port does not listen while it cannot reach its API
+	// server, so a refusal there would prove nothing).
 	controller := w.controllerPod(g)
 	netns["controller"], err = node.PodNetns(controller.UID)
 	g.Expect(err).NotTo(HaveOccurred())
 	metricsPort := strconv.Itoa(int(containerPort(g, labelled, "metrics")))
-	checks = append(checks, check{"the pod's metrics port, from the CSI controller", "controller", "", true, hyperShift, map[bool]string{
-		false: "allow-ingress-to-operator-metrics-range admits 8443-8445 to the labelled pod; default-deny refuses the other",
-		true:  "same-namespace admits every pod of the namespace to both",
-	}[hyperShift]})
+	probePort := strconv.Itoa(int(containerPort(g, labelled, "probes")))
+	checks = append(checks,
+		check{"its metrics port " + metricsPort + ", from the CSI controller", "controller:" + metricsPort, "", true, false, map[bool]string{
+			false: "allow-ingress-to-operator-metrics-range admits 8443-8445 to the labelled pod (the unlabelled one's does not listen: not tried)",
+			true:  "same-namespace admits every pod of the namespace (the unlabelled one's does not listen: not tried)",
+		}[hyperShift]},
+		check{"its probe port " + probePort + ", from the CSI controller", "controller:" + probePort, "", hyperShift, hyperShift, map[bool]string{
+			false: "operator-metrics-range admits only 8443-8445 to the labelled pod; default-deny refuses the other",
+			true:  "same-namespace admits every pod of the namespace to both",
+		}[hyperShift]})
 
 	var table strings.Builder
 	fmt.Fprintf(&table, "%-50s %-10s %-10s %s\n", "connection", "labelled", "unlabelled", "because")
 	for _, c := range checks {
 		result := map[string]bool{}
+		port, toPod := strings.CutPrefix(c.from, "controller:")
 		for _, pod := range []string{"operator", "unlabelled"} {
 			from, addr := netns[pod], c.addr
-			if c.from == "controller" {
-				from = netns["controller"]
+			if toPod {
+				if pod == "unlabelled" && port == metricsPort {
+					continue // not listening, see above
+				}
 				target := labelled
 				if pod == "unlabelled" {
 					target = unlabelled
 				}
-				addr = net.JoinHostPort(target.Status.PodIP, metricsPort)
+				from, addr = netns["controller"], net.JoinHostPort(target.Status.PodIP, port)
 			}
 			result[pod] = dialIn(ctx, from, addr) == nil
 		}
-		fmt.Fprintf(&table, "%-50s %-10s %-10s %s\n", c.what, verdict(result["operator"]), verdict(result["unlabelled"]), c.why)
-		g.Expect(result["operator"]).To(Equal(c.labelled), "%s, for the labelled operator", c.what)
-		g.Expect(result["unlabelled"]).To(Equal(c.unlabelled), "%s, for the unlabelled one", c.what)
+		unlabelledVerdict := verdict(result["unlabelled"])
+		if toPod && port == metricsPort {
+			unlabelledVerdict = "-"
+		}
+		fmt.Fprintf(&table, "%-50s %-10s %-10s %s\n", c.what, verdict(result["operator"]), unlabelledVerdict, c.why)
+		g.Expect(result["operator"]).To(Equal(c.labelled), "%s, for the labelled operator\n%s", c.what, table.String())
+		if unlabelledVerdict != "-" {
+			g.Expect(result["unlabelled"]).To(Equal(c.unlabelled), "%s, for the unlabelled one\n%s", c.what, table.String())
+		}
 	}
 	t.Logf("What the seeded policies allowed (%s):\n%s", w.Env.Mode, table.String())
 }
