@@ -163,7 +163,7 @@ func policiesEnforced(t *testing.T, w *world) {
 				}
 				from, addr = netns["controller"], net.JoinHostPort(target.Status.PodIP, port)
 			}
-			result[pod] = dialIn(ctx, from, addr) == nil
+			result[pod] = reachable(ctx, from, addr)
 		}
 		unlabelledVerdict := verdict(result["unlabelled"])
 		if toPod && port == metricsPort {
@@ -244,6 +244,27 @@ func containerPort(g Gomega, p *corev1.Pod, name string) int32 {
 	g.Expect(name).To(BeEmpty(), "no port %s in %s", name, p.Name)
 	return 0
 }
+
+// reachable tells whether addr can be reached from inside a network namespace within
+// policySettle, judged the way the policy engine works: eventually. kube-router rewrites a pod's
+// rules on every event of the pod (a container restart among them), and a connection tried in
+// the middle of that can fail; so a connection counts as allowed when one attempt gets through,
+// and as refused only when every attempt for all of policySettle is.
+func reachable(ctx context.Context, netns, addr string) bool {
+	deadline := time.Now().Add(policySettle)
+	for {
+		if dialIn(ctx, netns, addr) == nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// policySettle is how long reachable gives the policies to settle.
+const policySettle = 10 * time.Second
 
 // dialIn opens a TCP connection to addr from inside a network namespace and closes it again.
 func dialIn(ctx context.Context, netns, addr string) error {
