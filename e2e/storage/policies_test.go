@@ -104,7 +104,7 @@ func policiesEnforced(t *testing.T, w *world) {
 		// logOnly records the unlabelled pod's outcome without asserting it: on HyperShift,
 		// management-kas lets it out to every address but the management API server's
 		// (0.0.0.0/0 with exceptions), and kube-router v2.1.0 does not reliably let such
-		// connections through (seen refused in two runs of three); what the negative test
+		// connections through (seen refused in two runs of four); what the negative test
 		// proves, the refused API server, is asserted.
 		logOnly bool
 	}
