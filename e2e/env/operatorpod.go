@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,7 +63,6 @@ type OperatorPod struct {
 
 	client    client.Client
 	clientset kubernetes.Interface
-	runDir    string
 	failed    chan error
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -144,7 +142,7 @@ func (e *Env) DeployOperator(ctx context.Context, o PodOptions) (*OperatorPod, e
 	}
 	p := &OperatorPod{
 		Image: img, Node: node, Namespace: e.Namespace,
-		client: e.MgmtClient, clientset: cs, runDir: e.Real.Dir(),
+		client: e.MgmtClient, clientset: cs,
 		failed: make(chan error, 1), done: make(chan struct{}),
 	}
 	if _, err := p.WaitReady(ctx, ""); err != nil {
@@ -357,14 +355,6 @@ func (p *OperatorPod) Memory(ctx context.Context) (workingSet, rss uint64, err e
 		}
 	}
 	return 0, 0, fmt.Errorf("the kubelet's stats summary has no memory figures for %s/%s yet", pod.Name, name)
-}
-
-// LogPaths returns the operator containers' log files on the node, oldest pod first: every
-// container restart and every pod writes its own file.
-func (p *OperatorPod) LogPaths() []string {
-	paths, _ := filepath.Glob(filepath.Join(p.runDir, "nodes", p.Node.Name(), "pod-logs", p.Namespace+"_"+OperatorName+"-*", "*", "*.log"))
-	slices.Sort(paths)
-	return paths
 }
 
 // logTail returns the end of the log of pod's operator container (the previous instance's when

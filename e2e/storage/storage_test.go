@@ -229,10 +229,7 @@ func rotateInUse(t *testing.T, w *world) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := w.namespace(t, "rotate")
-	g.Expect(w.Guest.Create(ctx, claim(ns, "data", "", "1Gi"))).To(Succeed())
-	// The pod writes a counter to its volume every second and fails if a write fails.
-	p := w.pod(ns, "user", "data", "i=0; while :; do i=$((i+1)); echo $i > /data/counter || exit 1; sync; sleep 1; done", corev1.RestartPolicyNever)
-	w.startRunning(t, p)
+	p := w.volumeInUse(t, ns)
 	nodeBefore := w.daemonSet(g)
 	rsBefore := w.controllerReplicaSets(g)
 
@@ -259,9 +256,7 @@ func removedInUse(t *testing.T, w *world) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := w.namespace(t, "removed")
-	g.Expect(w.Guest.Create(ctx, claim(ns, "data", "", "1Gi"))).To(Succeed())
-	p := w.pod(ns, "user", "data", "i=0; while :; do i=$((i+1)); echo $i > /data/counter || exit 1; sync; sleep 1; done", corev1.RestartPolicyNever)
-	w.startRunning(t, p)
+	p := w.volumeInUse(t, ns)
 	pv := w.waitBound(t, ns, "data")
 
 	w.setManagementState(t, operatorv1.Removed)

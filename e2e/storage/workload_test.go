@@ -220,3 +220,15 @@ func took(t testing.TB, step string) func() {
 	start := time.Now()
 	return func() { t.Logf("%s in %s", step, time.Since(start).Round(100*time.Millisecond)) }
 }
+
+// volumeInUse creates claim "data" on the default class in ns and pod "user", which writes a
+// counter to it every second and fails if a write fails, and returns the pod once it runs.
+func (w *world) volumeInUse(t testing.TB, ns string) *corev1.Pod {
+	t.Helper()
+	if err := w.Guest.Create(context.Background(), claim(ns, "data", "", "1Gi")); err != nil {
+		t.Fatalf("creating claim %s/data: %v", ns, err)
+	}
+	p := w.pod(ns, "user", "data", "i=0; while :; do i=$((i+1)); echo $i > /data/counter || exit 1; sync; sleep 1; done", corev1.RestartPolicyNever)
+	w.startRunning(t, p)
+	return p
+}
