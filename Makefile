@@ -42,11 +42,11 @@ TEST_TIMEOUT ?= 40m
 # than GOMAXPROCS (two here) would, without starving each other of CPU.
 TEST_PARALLEL ?= 4
 GO_TEST_FLAGS ?=
-# Packages test-unit leaves out (a grep -E pattern over import paths): their tests start local
-# clusters (integration, install, localcluster, e2e-kind), need real nodes (realnode), run a
-# containerd (images) or attach loop devices (fakeopenstack). Elsewhere, -short skips the few tests
-# that start a local cluster (shared/apply's Applier tests).
-NON_UNIT_PKGS := /e2e/(integration|install|localcluster|realnode|cmd/e2e-kind|images|fakeopenstack)$$
+# Harness packages test-unit leaves out (a grep -E pattern over import paths): their tests start
+# local clusters (applier, integration, install, localcluster, e2e-kind), need real nodes
+# (realnode), run a containerd (images) or attach loop devices (fakeopenstack). The product's own
+# tests never need any of these.
+NON_UNIT_PKGS := /e2e/(applier|integration|install|localcluster|realnode|cmd/e2e-kind|images|fakeopenstack)$$
 # How much `make fuzz` runs each fuzz target: a number of inputs (Nx), not a duration. When a
 # duration runs out, Go's fuzzing coordinator can fail the target with a spurious "context deadline
 # exceeded" (it checks its workers' context before the timeout has reached it), so a count is the
@@ -72,6 +72,10 @@ FOOTPRINT_WINDOW ?= 5m
 FOOTPRINT_BENCH ?= BenchmarkFootprint
 FOOTPRINT_TIMEOUT ?= 60m
 
+# The harness (e2e/) is a Go module of its own, with a replace pointing at the product.
+PRODUCT_MODULE := github.com/cinder-csi-operator/cinder-csi-operator
+E2E_GO := go -C e2e
+
 UPSTREAM := $(KUBE_BIN_DIR)/kube-apiserver $(ETCD_BIN_DIR)/etcd $(KWOK_BIN_DIR)/kwok
 
 ##@ General
@@ -84,18 +88,20 @@ help: ## Show this help.
 
 .PHONY: run-local
 run-local: build $(UPSTREAM) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),real-node-prereqs) ## Start local clusters (real nodes where the host allows), a fake OpenStack and the operator (MODE=hypershift|standalone); Ctrl-C stops everything.
-	go run ./e2e/cmd/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(REAL_NODES)
+	$(E2E_GO) run ./cmd/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(REAL_NODES)
 
 .PHONY: test
 test: $(UPSTREAM) real-node-prereqs ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
 	go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
+	$(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory test-storage
 	$(MAKE) --no-print-directory test-external-storage-ci MODE=hypershift
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector: no local cluster, real node or upstream binary needed.
-	go test -race -short $(GO_TEST_FLAGS) $$(go list ./... | grep -Ev '$(NON_UNIT_PKGS)')
+	go test -race -short $(GO_TEST_FLAGS) ./...
+	$(E2E_GO) test -race -short $(GO_TEST_FLAGS) $$($(E2E_GO) list ./... | grep -Ev '$(NON_UNIT_PKGS)')
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target (func Fuzz* in a _test.go file) for FUZZ_TIME inputs each, one after another.
@@ -103,9 +109,10 @@ fuzz: ## Run every fuzz target (func Fuzz* in a _test.go file) for FUZZ_TIME inp
 	  sed 's,/[^/]*:func ,:,' | sort || true); \
 	[ -n "$$targets" ] || { echo "no fuzz targets found" >&2; exit 1; }; \
 	for t in $$targets; do \
-	  dir=./$${t%%:*}; name=$${t#*:}; \
-	  echo "Fuzzing $$name in $$dir for $(FUZZ_TIME)"; \
-	  go test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZ_TIME) "$$dir"; \
+	  dir=$${t%%:*}; name=$${t#*:}; mod=.; \
+	  case $$dir in e2e/*) mod=e2e; dir=$${dir#e2e/};; esac; \
+	  echo "Fuzzing $$name in $$mod/$$dir for $(FUZZ_TIME)"; \
+	  go -C $$mod test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZ_TIME) "./$$dir"; \
 	done
 
 .PHONY: real-node-prereqs
@@ -121,39 +128,40 @@ endif
 test-storage: build $(UPSTREAM) ## Real storage end to end: the operator-installed driver provisions, attaches and mounts volumes on real nodes, both modes.
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	$(MAKE) --no-print-directory real-node-prereqs
-	go test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -v ./e2e/storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
+	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -v ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
 else
 	$(call skip-real-nodes,test-storage)
 endif
 
 .PHONY: clean-realnode
 clean-realnode: ## Remove what killed real-node runs left behind (processes, mounts, namespaces, cgroups, loop devices).
-	go run ./e2e/cmd/realnode-sweep
+	$(E2E_GO) run ./cmd/realnode-sweep
 
 .PHONY: test-e2e
 test-e2e: build $(UPSTREAM) ## Run the e2e suite; against MGMT_KUBECONFIG/GUEST_KUBECONFIG if set, else against local clusters.
-	go test -tags=e2e -count=1 -timeout=$(TEST_TIMEOUT) ./e2e/suite/... -args -operator=$(BIN)/cinder-csi-operator
+	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(TEST_TIMEOUT) ./suite/... -args -operator=$(BIN)/cinder-csi-operator
 
 .PHONY: e2e-kind
 e2e-kind: ## Run the e2e suite on two kind clusters, the operator deployed from manifests/install (needs Docker, KIND_NODE_IMAGE, IMAGE and the operand images locally).
-	go run ./e2e/cmd/e2e-kind --kind=$(KIND) --kind-version=$(KIND_VERSION) --node-image=$(KIND_NODE_IMAGE) --operator-image=$(IMAGE)
+	$(E2E_GO) run ./cmd/e2e-kind --kind=$(KIND) --kind-version=$(KIND_VERSION) --node-image=$(KIND_NODE_IMAGE) --operator-image=$(IMAGE)
 
 .PHONY: bench
 bench: ## Run the Go benchmarks.
 	go test -run='^$$' -bench=. -benchmem ./...
+	$(E2E_GO) test -run='^$$' -bench=. -benchmem ./...
 
 .PHONY: bench-storage
 bench-storage: build $(UPSTREAM) ## Time on real nodes, both modes: operator start to driver Available, first claim Bound, pod Running with the volume.
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	$(MAKE) --no-print-directory real-node-prereqs
-	go test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -run='^$$' -bench=BenchmarkStorage -benchtime=1x ./e2e/storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
+	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -run='^$$' -bench=BenchmarkStorage -benchtime=1x ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
 else
 	$(call skip-real-nodes,bench-storage)
 endif
 
 .PHONY: bench-footprint
 bench-footprint: build $(UPSTREAM) ## The operator process at rest per hosted cluster (idle, busy management cluster, 1000-node guest): RSS, lease writes, other requests, reconciles; summary in bin/footprint.
-	go test -tags=e2e -count=1 -timeout=$(FOOTPRINT_TIMEOUT) -v -run='^$$' -bench='$(FOOTPRINT_BENCH)' -benchtime=1x ./e2e/footprint/ \
+	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(FOOTPRINT_TIMEOUT) -v -run='^$$' -bench='$(FOOTPRINT_BENCH)' -benchtime=1x ./footprint/ \
 	  -args -operator=$(BIN)/cinder-csi-operator -window=$(FOOTPRINT_WINDOW) -out=$(BIN)/footprint
 
 .PHONY: update-golden
@@ -188,15 +196,20 @@ image-from-binary: build ## Package bin/cinder-csi-operator as IMAGE without a b
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
+	cd e2e && $(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
 verify: ## Check formatting, vet, go.mod tidiness, golden files and the image's build command.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out" >&2; exit 1; }
 	go vet ./...
-	go vet -tags=e2e ./e2e/...
+	$(E2E_GO) vet ./...
+	$(E2E_GO) vet -tags=e2e ./...
 	go mod tidy -diff
+	$(E2E_GO) mod tidy -diff
+	@bad=$$(go list -deps -test -f '{{.ImportPath}}' ./... | grep -E '^$(PRODUCT_MODULE)/e2e(/|$$)' || true); \
+	  [ -z "$$bad" ] || { echo "the product imports the harness (e2e/ is a module of its own; move what is shared into the product):" >&2; echo "$$bad" >&2; exit 1; }
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o /dev/null ./cmd/cinder-csi-operator
-	go test -count=1 ./controlplane/... ./guest/... ./manifests/... ./e2e/golden/...
+	go test -count=1 ./controlplane/... ./guest/... ./manifests/... ./shared/testutil/golden/...
 
 ##@ Tools
 
@@ -258,7 +271,7 @@ operand-binaries: ## Build cinder-csi-plugin, the CSI sidecars, kube-rbac-proxy,
 
 .PHONY: operand-images
 operand-images: host-packages operand-binaries ## Pack the operand, pause and toolbox images as OCI tars under bin/images; prints name, ref, tar.
-	go run ./e2e/cmd/operand-images $(OPERAND_IMAGE_FLAGS) $(OPERAND_IMAGE_NAMES)
+	$(E2E_GO) run ./cmd/operand-images $(OPERAND_IMAGE_FLAGS) $(OPERAND_IMAGE_NAMES)
 
 .PHONY: pause-image
 pause-image: ## Build only the pause binary and the pod sandbox image tar (fast).
@@ -307,7 +320,7 @@ test-external-storage: build external-storage-suite $(UPSTREAM) ## Run the upstr
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	$(MAKE) --no-print-directory real-node-prereqs
 	e2e/hack/host-packages.sh busybox-static bind9-dnsutils
-	go run ./e2e/cmd/external-storage --mode=$(EXTERNAL_STORAGE_MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) \
+	$(E2E_GO) run ./cmd/external-storage --mode=$(EXTERNAL_STORAGE_MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) \
 	  --suite=$(KUBE_E2E_BIN_DIR) --kubectl=$(KUBE_BIN_DIR)/kubectl --out=$(EXTERNAL_STORAGE_OUT) \
 	  --focus='$(FOCUS)' --skip='$(SKIP)' --timeout=$(EXTERNAL_STORAGE_TIMEOUT) --procs=$(EXTERNAL_STORAGE_PROCS)
 else

@@ -15,12 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
 )
 
 // hcpNamespace is the HostedControlPlane namespace of the test inputs.

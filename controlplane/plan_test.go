@@ -13,11 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 

@@ -13,12 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
 )
 
 // testNodeInputs returns the inputs of a HyperShift guest: the node copy of cloud-conf is

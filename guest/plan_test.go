@@ -10,11 +10,11 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
 )
 
 func testConfig(hyperShift bool) Config {

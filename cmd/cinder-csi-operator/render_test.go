@@ -8,8 +8,8 @@ import (
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
 )
 
 func setImages(t *testing.T) {

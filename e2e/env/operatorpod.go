@@ -90,7 +90,7 @@ func (e *Env) DeployOperator(ctx context.Context, o PodOptions) (*OperatorPod, e
 	if err := node.ImportImages(ctx, img.Tar); err != nil {
 		return nil, fmt.Errorf("importing the operator image: %w", err)
 	}
-	root, err := localcluster.ModuleRoot()
+	root, err := localcluster.RepoRoot()
 	if err != nil {
 		return nil, err
 	}

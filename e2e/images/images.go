@@ -320,15 +320,15 @@ func buildStandins(ctx context.Context, binDir string) error {
 	return nil
 }
 
-// moduleRoot returns this module's directory (from this source file's path), so that the
-// stand-ins build whatever the caller's working directory is; "" (the working directory) when the
-// source is not at hand.
+// moduleRoot returns the harness module's directory (from this source file's path), so that
+// the stand-ins build whatever the caller's working directory is; "" (the working directory) when
+// the source is not at hand.
 func moduleRoot() string {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return ""
 	}
-	root := filepath.Join(filepath.Dir(file), "..", "..")
+	root := filepath.Join(filepath.Dir(file), "..")
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		return ""
 	}

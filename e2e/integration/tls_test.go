@@ -173,7 +173,7 @@ func testTLSProfile(t *testing.T, mode, process string) {
 // checks against it: the same checks the lead runs against the real pods on a real node.
 func checkKubeRBACProxy(t *testing.T, e *env.Env, cs kubernetes.Interface, dep *appsv1.Deployment, readerToken string) {
 	g := NewWithT(t)
-	root, err := localcluster.ModuleRoot()
+	root, err := localcluster.RepoRoot()
 	g.Expect(err).NotTo(HaveOccurred())
 	v := images.DefaultVersions()
 	binary := images.BinaryPath(filepath.Join(root, "bin"), images.KubeRBACProxy, v.KubeRBACProxy)

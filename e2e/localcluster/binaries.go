@@ -73,7 +73,7 @@ func binDir(env, prefix string, files ...string) (string, error) {
 	dir := os.Getenv(env)
 	source := "$" + env
 	if dir == "" {
-		root, err := ModuleRoot()
+		root, err := RepoRoot()
 		if err != nil {
 			return "", fmt.Errorf("%w: %s is unset and %w; "+buildHint, ErrBinariesMissing, env, err, env)
 		}
@@ -121,22 +121,37 @@ func compareVersions(a, b string) int {
 	return len(as) - len(bs)
 }
 
-// ModuleRoot returns the nearest directory at or above the working directory that holds a go.mod
-// file. Tests run in their package directory and people run the command from anywhere inside the
-// repository, so walking up is what finds bin/ and the module's testdata in both cases.
-func ModuleRoot() (string, error) {
+// productModule is the product's module path; the harness is a module of its own inside it.
+const productModule = "github.com/cinder-csi-operator/cinder-csi-operator"
+
+// RepoRoot returns the repository's root: the nearest directory at or above the working
+// directory whose go.mod declares the product's module (the harness's own go.mod, under e2e/,
+// is passed by). Tests run in their package directory and people run the commands from anywhere
+// inside the repository, so walking up is what finds bin/, the manifests and testdata in both
+// cases.
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("getting working directory: %w", err)
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modfileDeclares(b, productModule) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod found at or above the working directory")
+			return "", fmt.Errorf("no go.mod of %s found at or above the working directory", productModule)
 		}
 		dir = parent
 	}
+}
+
+// modfileDeclares reports whether a go.mod's module directive names module.
+func modfileDeclares(gomod []byte, module string) bool {
+	for line := range strings.Lines(string(gomod)) {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`) == module
+		}
+	}
+	return false
 }

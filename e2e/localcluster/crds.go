@@ -65,7 +65,7 @@ func SnapshotCRDs() ([]string, error) {
 }
 
 // crdPaths resolves {module, path} pairs to files, checking each exists. An empty module means
-// this module.
+// the repository.
 func crdPaths(refs [][2]string) ([]string, error) {
 	var paths []string
 	for _, ref := range refs {
@@ -90,17 +90,18 @@ var (
 
 // moduleDir returns the directory of a module in the module cache. Asking the go command, rather
 // than guessing a cache path, yields exactly the version go.mod selects and honours GOMODCACHE
-// and replace directives. An empty module is this module's root.
+// and replace directives. An empty module is the repository's root; the others are resolved in the
+// product's module, whose versions the operator compiles against.
 func moduleDir(module string) (string, error) {
 	if module == "" {
-		return ModuleRoot()
+		return RepoRoot()
 	}
 	moduleDirsMu.Lock()
 	defer moduleDirsMu.Unlock()
 	if dir, ok := moduleDirs[module]; ok {
 		return dir, nil
 	}
-	root, err := ModuleRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}

@@ -157,7 +157,7 @@ func KubeletPath() (string, error) {
 		}
 		return p, nil
 	}
-	root, err := localcluster.ModuleRoot()
+	root, err := localcluster.RepoRoot()
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrKubeletMissing, err)
 	}

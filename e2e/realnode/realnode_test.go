@@ -430,7 +430,7 @@ func portForward(cfg *rest.Config, cs kubernetes.Interface, ns, pod string, port
 
 // binDir returns the module's bin directory.
 func binDir(t *testing.T) string {
-	root, err := localcluster.ModuleRoot()
+	root, err := localcluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

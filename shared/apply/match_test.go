@@ -2,6 +2,7 @@ package apply
 
 import (
 	"encoding/json"
+	"os"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -12,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
 // listKeys are the associative-list keys, from the Kubernetes OpenAPI schema, of the lists in
@@ -416,6 +419,64 @@ func TestPrepare(t *testing.T) {
 		g.Expect(string(raw)).NotTo(ContainSubstring("null"))
 		g.Expect(m).NotTo(HaveKey("status"))
 	})
+}
+
+// testOwner is the field owner the tests apply as.
+const testOwner = "cinder-csi-operator-test"
+
+// The fixtures shared with the harness's Applier tests (e2e/applier), which apply the Deployment
+// to a real API server and record the fields it keeps for the apply (UPDATE=1 there rewrites
+// deployment_fields.json; UPDATE=1 here rewrites deployment.yaml).
+const (
+	deploymentFixture = "testdata/deployment.yaml"
+	fieldsFixture     = "testdata/deployment_fields.json"
+)
+
+// testDeployment returns the operator's real controller Deployment with images filled in.
+func testDeployment(t testing.TB, d *manifests.Decoder, ns string) *appsv1.Deployment {
+	t.Helper()
+	dep, err := manifests.Object[*appsv1.Deployment](d, "controller.yaml")
+	if err != nil {
+		t.Fatalf("Loading the controller Deployment: %v", err)
+	}
+	dep.Namespace = ns
+	dep.Labels = map[string]string{names.ManagedByLabel: names.ManagedByValue}
+	dep.Annotations = map[string]string{"example.com/kept": "yes", "example.com/dropped": "yes"}
+	dep.Spec.Replicas = ptr.To[int32](2)
+	for i := range dep.Spec.Template.Spec.Containers {
+		c := &dep.Spec.Template.Spec.Containers[i]
+		c.Image = "" + c.Name + ":v1"
+		c.ImagePullPolicy = corev1.PullIfNotPresent
+		c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+		c.SecurityContext = &corev1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(true)}
+	}
+	return dep
+}
+
+// TestFieldSetMatchesAPIServer checks the hand-built field sets of these tests against the one
+// a real API server recorded for the controller Deployment, and that the harness applies the
+// Deployment these tests build.
+func TestFieldSetMatchesAPIServer(t *testing.T) {
+	g := NewWithT(t)
+	scheme, err := clusters.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	dep := testDeployment(t, manifests.NewDecoder(scheme), "")
+	b, err := yaml.Marshal(dep)
+	g.Expect(err).NotTo(HaveOccurred())
+	if update := os.Getenv("UPDATE"); update == "1" || update == "true" {
+		g.Expect(os.WriteFile(deploymentFixture, b, 0o644)).To(Succeed())
+	}
+	fixture, err := os.ReadFile(deploymentFixture)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(fixture)).To(Equal(string(b)), "%s is stale; UPDATE=1 rewrites it", deploymentFixture)
+
+	desired, err := prepare(dep, schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	recorded, err := os.ReadFile(fieldsFixture)
+	g.Expect(err).NotTo(HaveOccurred())
+	var want map[string]any
+	g.Expect(json.Unmarshal(recorded, &want)).To(Succeed())
+	g.Expect(fieldSet(topLevel(desired))).To(Equal(want))
 }
 
 // realisticDeployment returns what Apply sends for the operator's controller Deployment, and

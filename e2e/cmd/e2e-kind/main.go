@@ -29,6 +29,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 )
 
 // options configure a run.
@@ -150,10 +152,16 @@ func run(ctx context.Context, o options) (err error) {
 	}
 
 	args := append([]string{"test", "-tags=e2e"}, strings.Fields(o.GoTestFlags)...)
-	args = append(args, "./e2e/suite/...", "-args",
+	args = append(args, "./suite/...", "-args",
 		"-mgmt-kubeconfig="+mgmt.Kubeconfig, "-guest-kubeconfig="+guest.Kubeconfig, "-hcp-namespace="+w.Namespace)
 	logf("Running go %s", strings.Join(args, " "))
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return err
+	}
 	cmd := exec.CommandContext(ctx, "go", args...)
+	// The suite is a package of the harness's module, under e2e/.
+	cmd.Dir = filepath.Join(root, "e2e")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		w.DumpOperatorLogs(ctx)

@@ -108,7 +108,7 @@ func (w *world) Prepare(ctx context.Context, guestKubeconfig []byte) error {
 		return fmt.Errorf("seeding the clusters: %w", err)
 	}
 
-	root, err := localcluster.ModuleRoot()
+	root, err := localcluster.RepoRoot()
 	if err != nil {
 		return err
 	}

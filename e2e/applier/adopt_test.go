@@ -1,4 +1,4 @@
-package apply
+package applier_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 )
 
 // legacyOwner stands for csi-operator: it writes with create and update, never apply.
@@ -89,7 +91,7 @@ func TestApplier_Adopting(t *testing.T) {
 
 		res, err := a.Apply(t.Context(), desired(ns))
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(res).To(Equal(Applied))
+		g.Expect(res).To(Equal(apply.Applied))
 		reqs := methods(log.take())
 		g.Expect(reqs).To(HaveLen(3))
 		g.Expect(reqs[0]).To(HavePrefix(http.MethodGet))
@@ -118,7 +120,7 @@ func TestApplier_Adopting(t *testing.T) {
 		waitCached(g, e, cm)
 		res, err := a.Apply(t.Context(), desired(ns))
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(res).To(Equal(Unchanged))
+		g.Expect(res).To(Equal(apply.Unchanged))
 		g.Expect(log.take()).To(BeEmpty())
 	})
 
@@ -142,7 +144,7 @@ func TestApplier_Adopting(t *testing.T) {
 		waitCached(g, e, desired(ns))
 		res, err := a.Apply(t.Context(), desired(ns))
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(res).To(Equal(Unchanged))
+		g.Expect(res).To(Equal(apply.Unchanged))
 		g.Expect(log.take()).To(BeEmpty())
 	})
 }

@@ -1,3 +1,6 @@
+// Package topology_test runs shared/topology's OpenStack client against the harness's fake OpenStack
+// (through its CONNECT proxy where a test asks for one): authentication, discovery, zone
+// listing, errors and hangs, as gophercloud meets them.
 package topology_test
 
 import (
