@@ -57,7 +57,7 @@ FUZZ_TIME ?= 20000x
 # Elsewhere the real-node targets say so loudly and skip; under CI=true a skip is a failure.
 REAL_NODES_POSSIBLE := $(shell [ "$$(uname -s)" = Linux ] && [ "$$(id -u)" = 0 ] && echo yes)
 define skip-real-nodes
-	@echo "*** SKIPPED: $(1) needs real nodes, which need Linux and root; see the README, \"Real and simulated nodes\" ***" >&2
+	@echo "*** SKIPPED: $(1) needs real nodes, which need Linux and root; see e2e/README.md, \"Real and simulated nodes\" ***" >&2
 	@if [ "$${CI:-}" = true ]; then echo "*** under CI=true a skip is a failure ***" >&2; exit 1; fi
 endef
 # Debian packages a real node runs on: containerd and runc, the CNI plugins, the tools the
