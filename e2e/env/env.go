@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,6 +64,11 @@ type Options struct {
 	// AppCredentials are application credentials the fake OpenStack accepts besides the
 	// default user's password, for example one a test rotates to.
 	AppCredentials []fakeopenstack.AppCredential
+	// WithoutSnapshotClassCRD starts the guest without the VolumeSnapshotClass CRD, as a cluster
+	// before its snapshot controller is installed; a test creates it later. Deleting the CRD of
+	// a started cluster instead, and creating it again seconds later, is a different scenario:
+	// the API server then serves the new CRD while it still tears down the old one's storage.
+	WithoutSnapshotClassCRD bool
 }
 
 // Env is a running environment.
@@ -167,6 +173,9 @@ func (e *Env) startClusters(ctx context.Context) error {
 	guestCRDs, err := localcluster.GuestCRDs()
 	if err != nil {
 		return err
+	}
+	if o.WithoutSnapshotClassCRD {
+		guestCRDs = slices.DeleteFunc(guestCRDs, localcluster.IsSnapshotClassCRD)
 	}
 	guestOpts := localcluster.Options{
 		Name: "guest", WorkDir: e.Dir, Masters: o.Masters, Workers: o.Workers, Zones: o.Zones,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,10 +50,12 @@ type OperatorOptions struct {
 	OpenStackTimeout        time.Duration
 	// LeaderElection turns on leader election with OpenShift's timings.
 	LeaderElection bool
-	// LogOutput, when set, also receives every line the managers log (besides stderr), so that
-	// tests can assert on the operator's log, for example that no secret value is ever in it.
-	// It must be safe for concurrent writes.
+	// LogOutput, when set, also receives every line the managers log (besides stderr, or the
+	// test's log file under RunOperatorForTest), so that tests can assert on the operator's log,
+	// for example that no secret value is ever in it. It must be safe for concurrent writes.
 	LogOutput io.Writer
+	// logFile, set by RunOperatorForTest, takes the managers' log instead of stderr.
+	logFile io.Writer
 	// Proxy is, in HyperShift mode, the proxy of the operator's environment, which the command
 	// reads from HTTP_PROXY, HTTPS_PROXY and NO_PROXY; standalone mode follows the Proxy object.
 	Proxy configv1.ProxyStatus
@@ -108,9 +111,14 @@ func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
 	// in-process operator's verbosity as it does the real one's.
 	live := loglevel.NewLive(2)
 	zapOpts := []zap.Opts{zap.UseDevMode(true), zap.Level(live.Level())}
-	if o.LogOutput != nil {
-		zapOpts = append(zapOpts, zap.WriteTo(io.MultiWriter(os.Stderr, o.LogOutput)))
+	var dest io.Writer = os.Stderr
+	if o.logFile != nil {
+		dest = o.logFile
 	}
+	if o.LogOutput != nil {
+		dest = io.MultiWriter(dest, o.LogOutput)
+	}
+	zapOpts = append(zapOpts, zap.WriteTo(dest))
 	reconciles := &ReconcileCounter{}
 	logger := reconciles.Wrap(zap.New(zapOpts...))
 	ctrl.SetLogger(logger)
@@ -186,8 +194,24 @@ func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
 }
 
 // RunOperatorForTest runs the operator for the rest of the test.
+//
+// The managers log to a file of the test's, not to stderr: parallel tests' operators would
+// otherwise bury every failure's own output under thousands of lines. A failed test shows the
+// log's last lines.
 func (e *Env) RunOperatorForTest(t testing.TB, o OperatorOptions) *Operator {
 	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "operator.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatalf("creating the operator's log: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = logFile.Close()
+		if t.Failed() {
+			t.Logf("The operator's log ended with:\n%s", lastLines(logPath, failureLogLines))
+		}
+	})
+	o.logFile = logFile
 	op, err := e.RunOperator(o)
 	if err != nil {
 		t.Fatalf("starting the operator: %v", err)
@@ -198,6 +222,23 @@ func (e *Env) RunOperatorForTest(t testing.TB, o OperatorOptions) *Operator {
 		}
 	})
 	return op
+}
+
+// failureLogLines is how much of the operator's log a failed test shows: a few reconciles'
+// worth, enough to see what the operator last did and why.
+const failureLogLines = 300
+
+// lastLines returns the last n lines of the file at path, or why it cannot.
+func lastLines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Running reports whether every manager is still running. A manager returns from Start before

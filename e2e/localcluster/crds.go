@@ -54,6 +54,11 @@ func GuestCRDs() ([]string, error) {
 	})
 }
 
+// IsSnapshotClassCRD reports whether path, one of GuestCRDs, is the VolumeSnapshotClass CRD.
+func IsSnapshotClassCRD(path string) bool {
+	return filepath.Base(path) == filepath.Base(volumeSnapshotClassCR)
+}
+
 // SnapshotCRDs returns the CRD files of VolumeSnapshot and VolumeSnapshotContent, which an
 // OpenShift cluster always serves (its snapshot controller needs them) and which a cluster that
 // takes real snapshots needs besides GuestCRDs.
