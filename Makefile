@@ -78,6 +78,19 @@ E2E_GO := go -C e2e
 
 UPSTREAM := $(KUBE_BIN_DIR)/kube-apiserver $(ETCD_BIN_DIR)/etcd $(KWOK_BIN_DIR)/kwok
 
+# What the long targets build first, as numbered steps with their times (e2e/hack/prereqs.sh).
+# Only what the target needs: simulated nodes need no kubelet or images, real nodes no kwok.
+PREREQS = env BIN=$(BIN) LDFLAGS='$(LDFLAGS)' KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) \
+  KWOK_VERSION=$(KWOK_VERSION) $(OPERAND_VERSIONS) REALNODE_HOST_PACKAGES='$(REALNODE_HOST_PACKAGES)' \
+  OPERAND_HOST_PACKAGES='$(OPERAND_HOST_PACKAGES)' OPERAND_IMAGE_FLAGS='$(OPERAND_IMAGE_FLAGS)' e2e/hack/prereqs.sh
+SIMULATED_STEPS := operator harness control-plane etcd kwok
+REAL_NODE_STEPS := operator harness host-packages control-plane etcd kwok kubelet pause sidecars kube-rbac-proxy \
+  kube-router cinder-csi-plugin images
+# run-local's nodes as decided from REAL_NODES and the host (auto: real where possible).
+RUN_LOCAL_REAL := $(if $(filter false,$(REAL_NODES)),,$(if $(filter yes,$(REAL_NODES_POSSIBLE)),yes,$(if $(filter true,$(REAL_NODES)),yes)))
+# A numbered phase of a long target: heading, the command's own output, its time.
+PHASE := e2e/hack/phase.sh
+
 ##@ General
 
 .PHONY: help
@@ -87,16 +100,18 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: run-local
-run-local: build $(UPSTREAM) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),real-node-prereqs) ## Start local clusters (real nodes where the host allows), a fake OpenStack and the operator (MODE=hypershift|standalone); Ctrl-C stops everything.
-	$(E2E_GO) run ./cmd/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(REAL_NODES)
+run-local: ## Start local clusters (real nodes where the host allows), a fake OpenStack and the operator (MODE=hypershift|standalone); Ctrl-C stops everything.
+	@$(PREREQS) $(if $(RUN_LOCAL_REAL),$(REAL_NODE_STEPS),$(SIMULATED_STEPS))
+	@$(BIN)/harness/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(REAL_NODES)
 
 .PHONY: test
-test: $(UPSTREAM) real-node-prereqs ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
-	go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
-	$(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
-	$(MAKE) --no-print-directory test-e2e
-	$(MAKE) --no-print-directory test-storage
-	$(MAKE) --no-print-directory test-external-storage-ci MODE=hypershift
+test: ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
+	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(REAL_NODE_STEPS) external-storage-suite,$(SIMULATED_STEPS))
+	@$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
+	@$(PHASE) "3/6 harness and integration tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
+	@$(PHASE) "4/6 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e
+	@$(PHASE) "5/6 storage on real nodes, both modes" $(MAKE) --no-print-directory test-storage
+	@$(PHASE) "6/6 upstream external-storage suite, CI subset" $(MAKE) --no-print-directory test-external-storage-ci MODE=hypershift
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector: no local cluster, real node or upstream binary needed.
@@ -118,14 +133,13 @@ fuzz: ## Run every fuzz target (func Fuzz* in a _test.go file) for FUZZ_TIME inp
 .PHONY: real-node-prereqs
 real-node-prereqs: ## Install the real nodes' Debian packages and build the kubelet and operand images (Linux, root).
 ifeq ($(REAL_NODES_POSSIBLE),yes)
-	e2e/hack/host-packages.sh $(REALNODE_HOST_PACKAGES)
-	$(MAKE) --no-print-directory operand-images >/dev/null
+	@$(PREREQS) $(REAL_NODE_STEPS)
 else
 	$(call skip-real-nodes,building the real-node images)
 endif
 
 .PHONY: test-storage
-test-storage: build $(UPSTREAM) ## Real storage end to end: the operator-installed driver provisions, attaches and mounts volumes on real nodes, both modes.
+test-storage: ## Real storage end to end: the operator-installed driver provisions, attaches and mounts volumes on real nodes, both modes.
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	$(MAKE) --no-print-directory real-node-prereqs
 	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -v ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
@@ -135,10 +149,11 @@ endif
 
 .PHONY: clean-realnode
 clean-realnode: ## Remove what killed real-node runs left behind (processes, mounts, namespaces, cgroups, loop devices).
-	$(E2E_GO) run ./cmd/realnode-sweep
+	CGO_ENABLED=0 $(E2E_GO) run -trimpath ./cmd/realnode-sweep
 
 .PHONY: test-e2e
-test-e2e: build $(UPSTREAM) ## Run the e2e suite; against MGMT_KUBECONFIG/GUEST_KUBECONFIG if set, else against local clusters.
+test-e2e: ## Run the e2e suite; against MGMT_KUBECONFIG/GUEST_KUBECONFIG if set, else against local clusters.
+	@$(PREREQS) $(SIMULATED_STEPS)
 	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(TEST_TIMEOUT) ./suite/... -args -operator=$(BIN)/cinder-csi-operator
 
 .PHONY: e2e-kind
@@ -271,7 +286,7 @@ operand-binaries: ## Build cinder-csi-plugin, the CSI sidecars, kube-rbac-proxy,
 
 .PHONY: operand-images
 operand-images: host-packages operand-binaries ## Pack the operand, pause and toolbox images as OCI tars under bin/images; prints name, ref, tar.
-	$(E2E_GO) run ./cmd/operand-images $(OPERAND_IMAGE_FLAGS) $(OPERAND_IMAGE_NAMES)
+	CGO_ENABLED=0 $(E2E_GO) run -trimpath ./cmd/operand-images $(OPERAND_IMAGE_FLAGS) $(OPERAND_IMAGE_NAMES)
 
 .PHONY: pause-image
 pause-image: ## Build only the pause binary and the pod sandbox image tar (fast).
@@ -316,11 +331,11 @@ EXTERNAL_STORAGE_TIMEOUT ?= 3h
 EXTERNAL_STORAGE_PROCS ?= 3
 
 .PHONY: test-external-storage
-test-external-storage: build external-storage-suite $(UPSTREAM) ## Run the upstream external-storage suite against the operator-installed driver on real nodes (MODE=standalone|hypershift, FOCUS, SKIP); JUnit under bin/external-storage.
+test-external-storage: ## Run the upstream external-storage suite against the operator-installed driver on real nodes (MODE=standalone|hypershift, FOCUS, SKIP); JUnit under bin/external-storage.
 ifeq ($(REAL_NODES_POSSIBLE),yes)
-	$(MAKE) --no-print-directory real-node-prereqs
+	@$(PREREQS) $(REAL_NODE_STEPS) external-storage-suite
 	e2e/hack/host-packages.sh busybox-static bind9-dnsutils
-	$(E2E_GO) run ./cmd/external-storage --mode=$(EXTERNAL_STORAGE_MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) \
+	$(BIN)/harness/external-storage --mode=$(EXTERNAL_STORAGE_MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) \
 	  --suite=$(KUBE_E2E_BIN_DIR) --kubectl=$(KUBE_BIN_DIR)/kubectl --out=$(EXTERNAL_STORAGE_OUT) \
 	  --focus='$(FOCUS)' --skip='$(SKIP)' --timeout=$(EXTERNAL_STORAGE_TIMEOUT) --procs=$(EXTERNAL_STORAGE_PROCS)
 else

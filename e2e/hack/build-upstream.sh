@@ -77,7 +77,9 @@ import (
 )
 GO
   fi
-  (cd "$work" && go mod tidy -e >/dev/null 2>&1 || true; cd "$work" && go mod tidy)
+  # The first tidy downloads the module graph and may stop at a test-only module it cannot
+  # resolve yet (-e carries on); the second must then succeed.
+  (cd "$work" && { go mod tidy -e || true; } && go mod tidy)
   # Without these the binaries report v0.0.0-master (the kubelet puts it in the Node status).
   minor=${version#v1.}
   minor=${minor%%.*}
@@ -97,10 +99,11 @@ GO
     (cd "$work" && go build -trimpath -ldflags="-s -w -X main.Version=$agnhost_version" -o "$out/agnhost" k8s.io/kubernetes/test/images/agnhost)
     exit 0
   fi
-  for n in $names; do
-    echo "building $n $version"
-    (cd "$work" && go build -trimpath -ldflags="-s -w $vflags" -o "$out/$n" "k8s.io/kubernetes/cmd/$n")
-  done
+  # One go build for all of them: while one binary links, the others' packages compile.
+  pkgs=()
+  for n in $names; do pkgs+=("k8s.io/kubernetes/cmd/$n"); done
+  echo "building $names $version"
+  (cd "$work" && go build -trimpath -ldflags="-s -w $vflags" -o "$out/" "${pkgs[@]}")
   ;;
 etcd)
   [ -x "$out/etcd" ] && exit 0

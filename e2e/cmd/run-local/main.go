@@ -21,7 +21,10 @@ import (
 	"time"
 
 	operatorv1 "github.com/openshift/api/operator/v1"
+	"go.uber.org/zap/zapcore"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
@@ -31,13 +34,26 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	// The harness's clients log through controller-runtime; without a logger it prints a stack
+	// trace saying so. Errors are worth showing, the rest is noise next to run-local's output.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	restore := takeTerminal()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx)
+	stop()
+	restore()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Interrupted before the driver was available: everything started is stopped (the
+		// deferred stops have run), which is what Ctrl-C asks for.
+		fmt.Println("\nInterrupted; everything run-local started is stopped.")
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "run-local:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(ctx context.Context) error {
 	mode := flag.String("mode", env.ModeHyperShift, "hypershift (management and guest clusters) or standalone (one cluster)")
 	binary := flag.String("operator", "bin/cinder-csi-operator", "path of the cinder-csi-operator binary")
 	dir := flag.String("dir", ".local", "directory for the clusters' data, kubeconfigs and logs; the mode's subdirectory is replaced on start")
@@ -47,9 +63,6 @@ func run() error {
 	binDir := flag.String("bin", "bin", "directory of the kubelet and the operand images (make operand-images), for real nodes")
 	split := flag.Bool("split", false, "in hypershift mode, run the controlplane and guest managers as two processes on this host (a split deployment) instead of the operator pod of the install manifests")
 	flag.Parse()
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 
 	root, err := filepath.Abs(filepath.Join(*dir, *mode))
 	if err != nil {
@@ -166,7 +179,7 @@ func run() error {
 	case err := <-failed:
 		return err
 	}
-	fmt.Println("\nStopping.")
+	fmt.Println("\nStopping everything run-local started.")
 	return nil
 }
 

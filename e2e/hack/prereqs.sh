@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Builds what a make target needs, as numbered steps: each says what it builds and its place in the
+# sequence ("[4/11] csi sidecars"), shows the build's own output, and ends with its time or with
+# "up to date" when everything it makes is already in ./bin. The Makefile passes the steps its
+# target needs (run-local on simulated nodes needs no kubelet or images; on real nodes no kwok) and
+# the versions in the environment (the same variables build-upstream.sh and build-operands.sh read).
+#
+# Usage: prereqs.sh <step>...
+#   steps: operator harness control-plane etcd kwok host-packages kubelet pause sidecars
+#          kube-rbac-proxy kube-router cinder-csi-plugin images external-storage-suite
+# The Debian packages (host-packages) install side by side with the first Go build: apt waits on
+# the network and the disk, the compiler on the CPU. Their output is shown when they are done.
+set -euo pipefail
+
+hack=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$hack/../.." && pwd)
+: "${BIN:=$root/bin}" "${KUBE_VERSION:?}" "${ETCD_VERSION:?}" "${KWOK_VERSION:?}"
+: "${REALNODE_HOST_PACKAGES:=}" "${OPERAND_HOST_PACKAGES:=}" "${OPERAND_IMAGE_FLAGS:=}" "${LDFLAGS:=-s -w}"
+
+# label prints what a step builds, with its version.
+label() {
+  case "$1" in
+  operator) echo "cinder-csi-operator" ;;
+  harness) echo "the test harness's commands (run-local, operand-images, ...)" ;;
+  control-plane) echo "kube-apiserver, kube-controller-manager, kube-scheduler $KUBE_VERSION" ;;
+  etcd) echo "etcd $ETCD_VERSION" ;;
+  kwok) echo "kwok $KWOK_VERSION (simulated nodes)" ;;
+  host-packages) echo "Debian packages of real nodes and images" ;;
+  kubelet) echo "kubelet, kubectl $KUBE_VERSION" ;;
+  pause) echo "pause $KUBE_VERSION" ;;
+  sidecars) echo "csi sidecars (provisioner, attacher, resizer, snapshotter, snapshot-controller)" ;;
+  kube-rbac-proxy) echo "kube-rbac-proxy $KUBE_RBAC_PROXY_VERSION" ;;
+  kube-router) echo "kube-router $KUBE_ROUTER_VERSION (NetworkPolicy on real nodes)" ;;
+  cinder-csi-plugin) echo "cinder-csi-plugin $CINDER_CSI_PLUGIN_VERSION" ;;
+  images) echo "operand images (OCI tars under bin/images)" ;;
+  external-storage-suite) echo "e2e.test, ginkgo, agnhost $KUBE_VERSION (upstream storage suite)" ;;
+  *) return 1 ;;
+  esac
+}
+
+# present succeeds when everything a step makes is already there; steps that Go's build cache
+# makes cheap (the operator, the harness, the images' packing) always run.
+present() {
+  local f
+  case "$1" in
+  control-plane) for f in kube-apiserver kube-controller-manager kube-scheduler; do [ -x "$BIN/kube-$KUBE_VERSION/$f" ] || return 1; done ;;
+  etcd) [ -x "$BIN/etcd-$ETCD_VERSION/etcd" ] ;;
+  kwok) [ -x "$BIN/kwok-$KWOK_VERSION/kwok" ] && [ -f "$BIN/kwok-$KWOK_VERSION/stages.yaml" ] ;;
+  kubelet) [ -x "$BIN/kube-$KUBE_VERSION/kubelet" ] && [ -x "$BIN/kube-$KUBE_VERSION/kubectl" ] ;;
+  pause) [ -x "$BIN/pause-$KUBE_VERSION/pause" ] ;;
+  sidecars) for f in csi-provisioner-$CSI_PROVISIONER_VERSION/csi-provisioner csi-attacher-$CSI_ATTACHER_VERSION/csi-attacher \
+    csi-resizer-$CSI_RESIZER_VERSION/csi-resizer csi-snapshotter-$CSI_SNAPSHOTTER_VERSION/csi-snapshotter \
+    snapshot-controller-$CSI_SNAPSHOTTER_VERSION/snapshot-controller; do [ -x "$BIN/$f" ] || return 1; done ;;
+  kube-rbac-proxy) [ -x "$BIN/kube-rbac-proxy-$KUBE_RBAC_PROXY_VERSION/kube-rbac-proxy" ] ;;
+  kube-router) [ -x "$BIN/kube-router-$KUBE_ROUTER_VERSION/kube-router" ] ;;
+  cinder-csi-plugin) [ -x "$BIN/cinder-csi-plugin-$CINDER_CSI_PLUGIN_VERSION/cinder-csi-plugin" ] ;;
+  external-storage-suite) for f in e2e.test ginkgo agnhost; do [ -x "$BIN/kube-e2e-$KUBE_VERSION/$f" ] || return 1; done ;;
+  *) return 1 ;;
+  esac
+}
+
+# build runs a step's build. The harness's commands build with the operator's flags (no cgo,
+# trimmed paths), so the packages both import compile once into Go's build cache.
+build() {
+  case "$1" in
+  operator) CGO_ENABLED=0 go build -trimpath -ldflags "$LDFLAGS" -o "$BIN/cinder-csi-operator" "$root/cmd/cinder-csi-operator" ;;
+  harness) CGO_ENABLED=0 go -C "$root/e2e" build -trimpath -o "$BIN/harness/" ./cmd/run-local ./cmd/operand-images ./cmd/external-storage ./cmd/realnode-sweep ;;
+  control-plane) "$hack/build-upstream.sh" kube "$KUBE_VERSION" "$BIN/kube-$KUBE_VERSION" ;;
+  etcd) "$hack/build-upstream.sh" etcd "$ETCD_VERSION" "$BIN/etcd-$ETCD_VERSION" ;;
+  kwok) "$hack/build-upstream.sh" kwok "$KWOK_VERSION" "$BIN/kwok-$KWOK_VERSION" ;;
+  host-packages) "$hack/host-packages.sh" $REALNODE_HOST_PACKAGES $OPERAND_HOST_PACKAGES ;;
+  kubelet | pause | sidecars | kube-rbac-proxy | kube-router | cinder-csi-plugin) "$hack/build-operands.sh" "$BIN" "$1" ;;
+  # OPERAND_IMAGE_FLAGS is a list of flags: split on purpose.
+  # shellcheck disable=SC2086
+  images) "$BIN/harness/operand-images" $OPERAND_IMAGE_FLAGS ;;
+  external-storage-suite) "$hack/build-upstream.sh" kube-e2e "$KUBE_VERSION" "$BIN/kube-e2e-$KUBE_VERSION" ;;
+  esac
+}
+
+steps=("$@")
+for s in "${steps[@]}"; do label "$s" >/dev/null || { echo "unknown step $s" >&2; exit 2; }; done
+total=${#steps[@]}
+begin=$SECONDS
+apt_pid="" apt_log="" apt_step=""
+
+# finish_apt waits for the Debian packages started in the background and shows their output.
+finish_apt() {
+  [ -n "$apt_pid" ] || return 0
+  local rc=0
+  wait "$apt_pid" || rc=$?
+  sed 's/^/    /' "$apt_log"
+  rm -f "$apt_log"
+  apt_pid=""
+  if [ $rc != 0 ]; then
+    echo "$apt_step failed" >&2
+    exit $rc
+  fi
+  echo "$apt_step: done"
+}
+
+i=0
+for s in "${steps[@]}"; do
+  i=$((i + 1))
+  head="[$i/$total] $(label "$s")"
+  if present "$s"; then
+    echo "$head: up to date"
+    continue
+  fi
+  if [ "$s" = host-packages ] && [ $i -lt "$total" ]; then
+    apt_log=$(mktemp) apt_step=$head
+    echo "$head: installing beside the next builds"
+    build "$s" >"$apt_log" 2>&1 &
+    apt_pid=$!
+    continue
+  fi
+  # The images copy host tools: the packages must be in before they are packed.
+  [ "$s" = images ] && finish_apt
+  echo "$head: building"
+  start=$SECONDS
+  build "$s" 2>&1 | sed -u 's/^/    /'
+  echo "$head: done in $((SECONDS - start)) s"
+done
+finish_apt
+echo "ready in $((SECONDS - begin)) s"
