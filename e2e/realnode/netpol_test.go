@@ -137,7 +137,7 @@ func TestNetworkPolicy(t *testing.T) {
 	})
 	kubelet, containerd := node.Memory()
 	t.Logf("Measured: node start with NetworkPolicy enforcement %s; RSS kubelet %d MiB, containerd %d MiB, kube-router %d MiB",
-		node.StartDuration().Round(time.Millisecond), kubelet>>20, containerd>>20, node.kubeRouter.rss()>>20)
+		node.StartDuration().Round(time.Millisecond), kubelet>>20, containerd>>20, node.kubeRouter.RSS()>>20)
 	cfg := cluster.RESTConfig()
 	cs, err := kubernetes.NewForConfig(cfg)
 	g.Expect(err).NotTo(HaveOccurred())

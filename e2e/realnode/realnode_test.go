@@ -33,6 +33,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 func TestPlan(t *testing.T) {
@@ -479,9 +480,9 @@ func TestSweepAfterKill(t *testing.T) {
 	for rec.RunDir == "" {
 		select {
 		case err := <-exited:
-			t.Fatalf("The child exited before its node ran a pod (%v):\n%s", err, logTail(logPath, 60))
+			t.Fatalf("The child exited before its node ran a pod (%v):\n%s", err, procs.LogTail(logPath, 60))
 		case <-deadline:
-			t.Fatalf("The child's node did not run a pod in time:\n%s", logTail(logPath, 60))
+			t.Fatalf("The child's node did not run a pod in time:\n%s", procs.LogTail(logPath, 60))
 		case <-time.After(200 * time.Millisecond):
 		}
 		if err := readJSON(ready, &rec); err != nil && !errors.Is(err, os.ErrNotExist) {
