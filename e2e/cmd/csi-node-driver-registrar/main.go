@@ -36,11 +36,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/cmd/internal/csiclient"
 )
 
 // Modes, as upstream names them.
@@ -157,45 +158,14 @@ func registrationProbePath(kubeletRegistrationPath string) string {
 	return filepath.Join(filepath.Dir(kubeletRegistrationPath), "registration")
 }
 
-// csiTarget turns a --csi-address (a path or a unix:// URL) into a gRPC target.
-func csiTarget(address string) string {
-	if filepath.IsAbs(address) {
-		return "unix://" + address
-	}
-	return address
-}
-
-// driverName asks the CSI driver for its name, retrying until it answers or ctx ends: the
-// driver container may start after this one, and its socket appears only then. Upstream waits
-// for the connection the same way.
+// driverName asks the CSI driver for its name, waiting for it (see csiclient.DriverName). An
+// empty name is an error: the registration socket is named after the driver.
 func driverName(ctx context.Context, address string, timeout time.Duration) (string, error) {
-	conn, err := grpc.NewClient(csiTarget(address), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return "", fmt.Errorf("connecting to the CSI driver at %s: %w", address, err)
+	name, err := csiclient.DriverName(ctx, address, timeout)
+	if err == nil && name == "" {
+		return "", fmt.Errorf("CSI driver at %s returned an empty name", address)
 	}
-	defer func() { _ = conn.Close() }()
-	client := csi.NewIdentityClient(conn)
-	for attempt := 1; ; attempt++ {
-		callCtx, cancel := context.WithTimeout(ctx, timeout)
-		resp, err := client.GetPluginInfo(callCtx, &csi.GetPluginInfoRequest{}, grpc.WaitForReady(true))
-		cancel()
-		if err == nil {
-			if resp.GetName() == "" {
-				return "", fmt.Errorf("CSI driver at %s returned an empty name", address)
-			}
-			return resp.GetName(), nil
-		}
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("asking the CSI driver at %s for its name: %w", address, err)
-		}
-		if attempt%10 == 1 {
-			klog.InfoS("Waiting for the CSI driver", "address", address, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
+	return name, err
 }
 
 // registrar answers the kubelet's plugin watcher.
