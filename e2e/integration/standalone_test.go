@@ -227,10 +227,7 @@ func TestStandaloneInstall(t *testing.T) {
 			expectDeploymentRolledOut(g, controllerDeployment(g, e))
 			expectDaemonSetRolledOut(g, nodeDaemonSet(g, e))
 		}).WithTimeout(rolloutTimeout).WithPolling(poll).Should(Succeed())
-		g.Expect(replicaSets(g, e)).To(HaveLen(1))
-		g.Expect(daemonSetRevisions(g, e)).To(HaveLen(1))
-		g.Expect(controllerDeployment(g, e).Generation).To(Equal(int64(1)))
-		g.Expect(nodeDaemonSet(g, e).Generation).To(Equal(int64(1)))
+		expectRolledOutOnce(g, e)
 	})
 
 	t.Run("When the cluster-wide proxy is set, it should give the driver container the proxy and roll the controller only", func(t *testing.T) {
