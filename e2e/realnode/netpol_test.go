@@ -124,11 +124,7 @@ func TestNetworkPolicy(t *testing.T) {
 	g := NewWithT(t)
 
 	v := images.DefaultVersions()
-	set, err := images.Build(t.Context(), binDir(t), v, images.Pause, images.Toolbox)
-	if err != nil {
-		skipOrFail(t, fmt.Errorf("%w: building the pause and toolbox images: %w", ErrHostUnsupported, err))
-	}
-	pause, toolbox := set[images.Pause], set[images.Toolbox]
+	pause, toolbox := podImages(t)
 	cluster := localcluster.StartForTest(t, localcluster.Options{Name: "rn-np", RealNodes: run.ClusterOptions(1)})
 	node := StartNodeForTest(t, run, NodeOptions{
 		Cluster: cluster, ClusterNumber: 1, Index: 0,
