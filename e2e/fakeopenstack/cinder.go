@@ -54,21 +54,10 @@ func (f *flexBool) UnmarshalJSON(b []byte) error {
 // serveVolume is Cinder v3 under /volume/v3/<project>. Like the real service it checks the token
 // before the path, so an expired token gives 401 on any URL.
 func (s *Server) serveVolume(w *statusWriter, r *http.Request) {
-	if !s.validToken(r.Header.Get("X-Auth-Token")) {
-		writeUnauthorized(w)
-		return
-	}
-	prefix := "/volume/v3/" + s.opts.ProjectID
-	path := strings.TrimSuffix(r.URL.Path, "/")
-	if path != prefix && !strings.HasPrefix(path, prefix+"/") {
-		writeNotFound(w)
-		return
-	}
-	mv, ok := cinderVersions.negotiate(w, r)
+	mv, seg, ok := s.admit(w, r, "/volume/v3/"+s.opts.ProjectID, cinderVersions)
 	if !ok {
 		return
 	}
-	seg := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, prefix), "/"), "/")
 
 	served := false
 	switch seg[0] {

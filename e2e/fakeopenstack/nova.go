@@ -6,28 +6,16 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 )
 
 // serveCompute is Nova under /compute/v2.1: availability zones, servers and volume attachments.
 // Like the real service it checks the token before the path.
 func (s *Server) serveCompute(w *statusWriter, r *http.Request) {
-	if !s.validToken(r.Header.Get("X-Auth-Token")) {
-		writeUnauthorized(w)
-		return
-	}
-	const prefix = "/compute/v2.1"
-	path := strings.TrimSuffix(r.URL.Path, "/")
-	if path != prefix && !strings.HasPrefix(path, prefix+"/") {
-		writeNotFound(w)
-		return
-	}
-	mv, ok := novaVersions.negotiate(w, r)
+	mv, seg, ok := s.admit(w, r, "/compute/v2.1", novaVersions)
 	if !ok {
 		return
 	}
-	seg := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, prefix), "/"), "/")
 	get, post, del := r.Method == http.MethodGet, r.Method == http.MethodPost, r.Method == http.MethodDelete
 	attachments := len(seg) >= 3 && seg[0] == "servers" && seg[2] == "os-volume_attachments"
 

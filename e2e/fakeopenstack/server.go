@@ -661,3 +661,23 @@ func notFound(kind, id string) string { return fmt.Sprintf("%s %s could not be f
 func volumesOf(c *cloud) map[string]*volume     { return c.volumes }
 func snapshotsOf(c *cloud) map[string]*snapshot { return c.snapshots }
 func serversOf(c *cloud) map[string]*server     { return c.servers }
+
+// admit checks a request to Nova or Cinder as the services do, the token first, then that the
+// path is under prefix, then the microversion, and returns the microversion and the path's
+// segments below prefix. It answers the fault and reports false when a check fails.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, prefix string, versions microversions) (apiVersion, []string, bool) {
+	if !s.validToken(r.Header.Get("X-Auth-Token")) {
+		writeUnauthorized(w)
+		return apiVersion{}, nil, false
+	}
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	if path != prefix && !strings.HasPrefix(path, prefix+"/") {
+		writeNotFound(w)
+		return apiVersion{}, nil, false
+	}
+	mv, ok := versions.negotiate(w, r)
+	if !ok {
+		return apiVersion{}, nil, false
+	}
+	return mv, strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, prefix), "/"), "/"), true
+}
