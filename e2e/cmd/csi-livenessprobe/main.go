@@ -23,14 +23,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"k8s.io/klog/v2"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/cmd/internal/csiclient"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/cmd/internal/sidecar"
 )
 
 // defaultHealthPort is upstream's default --health-port.
@@ -51,8 +48,7 @@ type options struct {
 }
 
 func main() {
-	klog.InitFlags(nil)
-	_ = flag.Set("logtostderr", "true")
+	sidecar.InitFlags()
 	var o options
 	flag.StringVar(&o.csiAddress, "csi-address", "/run/csi/socket", "Address of the CSI driver socket.")
 	flag.DurationVar(&o.probeTimeout, "probe-timeout", time.Second, "Timeout of each Probe call (and of dialling the driver).")
@@ -61,14 +57,7 @@ func main() {
 	flag.StringVar(&o.metricsAddress, "metrics-address", "", "(accepted for compatibility; the stand-in serves no metrics)")
 	flag.StringVar(&o.metricsPath, "metrics-path", "/metrics", "(accepted for compatibility; the stand-in serves no metrics)")
 	flag.Parse()
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, o); err != nil {
-		klog.ErrorS(err, "Stand-in livenessprobe failed")
-		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
-	}
-	klog.Flush()
+	sidecar.Main("livenessprobe", func(ctx context.Context) error { return run(ctx, o) })
 }
 
 // listenAddress picks the /healthz address from the flags, with upstream's rules.
@@ -94,7 +83,7 @@ func run(ctx context.Context, o options) error {
 		klog.InfoS("--metrics-address is accepted but the stand-in serves no metrics")
 	}
 	startCtx, cancel := context.WithTimeout(ctx, startupWait)
-	name, err := csiclient.DriverName(startCtx, o.csiAddress, o.probeTimeout)
+	name, err := sidecar.DriverName(startCtx, o.csiAddress, o.probeTimeout)
 	cancel()
 	if err != nil {
 		return err
@@ -134,7 +123,7 @@ type prober struct {
 
 // ServeHTTP probes the driver for every request, dialling it afresh as upstream does.
 func (p *prober) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	ready, err := csiclient.Probe(req.Context(), p.address, p.timeout)
+	ready, err := sidecar.Probe(req.Context(), p.address, p.timeout)
 	switch {
 	case err != nil:
 		w.WriteHeader(http.StatusInternalServerError)

@@ -29,7 +29,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -41,7 +40,7 @@ import (
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/cmd/internal/csiclient"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/cmd/internal/sidecar"
 )
 
 // Modes, as upstream names them.
@@ -71,8 +70,7 @@ type options struct {
 }
 
 func main() {
-	klog.InitFlags(nil)
-	_ = flag.Set("logtostderr", "true")
+	sidecar.InitFlags()
 	var o options
 	flag.StringVar(&o.csiAddress, "csi-address", "/run/csi/socket", "Path of the CSI driver socket to ask for the driver name.")
 	flag.StringVar(&o.pluginRegistrationPath, "plugin-registration-path", "/registration", "Path of the kubelet plugin registration directory (as mounted in this container).")
@@ -90,13 +88,7 @@ func main() {
 		fmt.Println(os.Args[0], version)
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, o); err != nil {
-		klog.ErrorS(err, "Stand-in node-driver-registrar failed")
-		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
-	}
-	klog.Flush()
+	sidecar.Main("node-driver-registrar", func(ctx context.Context) error { return run(ctx, o) })
 }
 
 // run validates the flags and runs the selected mode until ctx ends.
@@ -158,10 +150,10 @@ func registrationProbePath(kubeletRegistrationPath string) string {
 	return filepath.Join(filepath.Dir(kubeletRegistrationPath), "registration")
 }
 
-// driverName asks the CSI driver for its name, waiting for it (see csiclient.DriverName). An
+// driverName asks the CSI driver for its name, waiting for it (see sidecar.DriverName). An
 // empty name is an error: the registration socket is named after the driver.
 func driverName(ctx context.Context, address string, timeout time.Duration) (string, error) {
-	name, err := csiclient.DriverName(ctx, address, timeout)
+	name, err := sidecar.DriverName(ctx, address, timeout)
 	if err == nil && name == "" {
 		return "", fmt.Errorf("CSI driver at %s returned an empty name", address)
 	}

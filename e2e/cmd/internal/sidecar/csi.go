@@ -1,7 +1,4 @@
-// Package csiclient is the CSI driver client the stand-in sidecars (csi-livenessprobe and
-// csi-node-driver-registrar) share: both dial the driver's socket given by --csi-address, wait
-// for the driver to tell its name, and the liveness probe calls Probe.
-package csiclient
+package sidecar
 
 import (
 	"context"
