@@ -88,6 +88,14 @@ func daemonSetRevisions(g Gomega, e *env.Env) []appsv1.ControllerRevision {
 	return l.Items
 }
 
+// waitRolledOut waits until the controller Deployment and the node DaemonSet have rolled out.
+func waitRolledOut(g Gomega, e *env.Env) {
+	g.Eventually(func(g Gomega) {
+		expectDeploymentRolledOut(g, controllerDeployment(g, e))
+		expectDaemonSetRolledOut(g, nodeDaemonSet(g, e))
+	}).WithTimeout(rolloutTimeout).WithPolling(poll).Should(Succeed())
+}
+
 // expectRolledOutOnce checks that the controller Deployment and the node DaemonSet were written
 // once and rolled out once: one ReplicaSet, one revision, generation 1 each.
 func expectRolledOutOnce(g Gomega, e *env.Env) {

@@ -223,10 +223,7 @@ func TestStandaloneInstall(t *testing.T) {
 
 	t.Run("When the install is done, it should have rolled out each workload exactly once", func(t *testing.T) {
 		g := NewWithT(t)
-		g.Eventually(func(g Gomega) {
-			expectDeploymentRolledOut(g, controllerDeployment(g, e))
-			expectDaemonSetRolledOut(g, nodeDaemonSet(g, e))
-		}).WithTimeout(rolloutTimeout).WithPolling(poll).Should(Succeed())
+		waitRolledOut(g, e)
 		expectRolledOutOnce(g, e)
 	})
 
