@@ -246,9 +246,8 @@ func (n *Node) waitPolicySync(ctx context.Context, p *procs.Process) error {
 		out, err := n.Command(ctx, save, "-t", "filter").Output()
 		if err != nil {
 			last = fmt.Errorf("running iptables-save in the node's namespace: %w", err)
-			return false, nil
 		}
-		return policySynced(string(out)), nil
+		return err == nil && policySynced(string(out)), nil
 	})
 }
 
