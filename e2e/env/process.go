@@ -17,8 +17,12 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/tlscheck"
 )
+
+// operatorStopGrace is how long Stop gives a manager to exit after SIGTERM before it is killed.
+const operatorStopGrace = 10 * time.Second
 
 // MetricsScraper is the ServiceAccount, in the operator's namespace on the cluster where it runs,
 // whose token scrapes the operator processes' metrics: like Prometheus, it may get /metrics and
@@ -41,14 +45,11 @@ type Processes struct {
 	HealthAddrs map[string]string
 }
 
-// operatorProcess is one running manager. Its Wait runs in its own goroutine from the start, so
-// an exit is seen when it happens, not only when Stop looks.
+// operatorProcess is one running manager.
 type operatorProcess struct {
-	name string
-	cmd  *exec.Cmd
-	// done is closed once the process has ended; err is then its Wait result.
-	done     chan struct{}
-	err      error
+	*procs.Process
+	// stopping is set before the process is ended on purpose, so that its exit is not reported
+	// on Exited.
 	stopping atomic.Bool
 }
 
@@ -132,20 +133,18 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 		if o.TopologyRecheckInterval > 0 && r.name != "guest" {
 			args = append(args, "--topology-recheck-interval="+o.TopologyRecheckInterval.String())
 		}
-		cmd := exec.Command(o.Binary, args...)
+		// The operator stays in this process's group, as a container's process gets a
+		// terminal's Ctrl-C with run-local; it dies with its parent either way.
+		po := procs.Options{Name: r.name, Path: o.Binary, Args: args, Env: environ, Output: o.Output}
 		if e.Real != nil {
-			// nsenter enters only the network namespace and then execs the operator, so the
-			// process (and its parent-death signal) stays the one started here.
-			cmd = exec.Command("nsenter", append([]string{"--net=" + e.Real.MgmtNode.NetnsPath(), "--", o.Binary}, args...)...)
+			po.Netns = e.Real.MgmtNode.NetnsPath()
 		}
-		cmd.Env = environ
-		cmd.Stdout, cmd.Stderr = o.Output, o.Output
-		op, err := p.start(r.name, cmd)
+		started, err := procs.Start(po)
 		if err != nil {
 			_ = p.Stop()
 			return nil, err
 		}
-		p.procs = append(p.procs, op)
+		p.procs = append(p.procs, p.watch(started))
 		p.MetricsAddrs[r.name], p.HealthAddrs[r.name] = metrics, health
 	}
 	return p, nil
@@ -181,31 +180,25 @@ func (p *Processes) Pids() []ProcessID {
 	defer p.mu.Unlock()
 	out := make([]ProcessID, 0, len(p.procs))
 	for _, op := range p.procs {
-		out = append(out, ProcessID{Name: op.name, Pid: op.cmd.Process.Pid})
+		out = append(out, ProcessID{Name: op.Name(), Pid: op.Pid()})
 	}
 	return out
 }
 
-// start starts cmd as the manager name and watches for its exit.
-func (p *Processes) start(name string, cmd *exec.Cmd) (*operatorProcess, error) {
-	// The operator dies with its parent, so an interrupted run leaves nothing behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	op := &operatorProcess{name: name, cmd: cmd, done: make(chan struct{})}
+// watch reports on Exited when the manager process started ends before anybody ends it.
+func (p *Processes) watch(started *procs.Process) *operatorProcess {
+	op := &operatorProcess{Process: started}
 	go func() {
-		op.err = cmd.Wait()
-		close(op.done)
+		<-op.Done()
 		if op.stopping.Load() {
 			return
 		}
 		select {
-		case p.exited <- fmt.Errorf("the %s manager exited on its own: %w", op.name, op.err):
+		case p.exited <- fmt.Errorf("the %s manager exited on its own: %w", op.Name(), op.Err()):
 		default: // Another process's exit was reported first.
 		}
 	}()
-	return op, nil
+	return op
 }
 
 // Exited receives an error naming the manager when one of the processes ends before Stop: an
@@ -218,7 +211,7 @@ func (p *Processes) process(name string) (*operatorProcess, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, op := range p.procs {
-		if op.name == name {
+		if op.Name() == name {
 			return op, nil
 		}
 	}
@@ -243,11 +236,11 @@ func (p *Processes) signal(name string, sig syscall.Signal) error {
 		return err
 	}
 	op.stopping.Store(true)
-	if err := op.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := op.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("signalling the %s manager: %w", name, err)
 	}
 	select {
-	case <-op.done:
+	case <-op.Done():
 		return nil
 	case <-time.After(time.Minute):
 		return fmt.Errorf("the %s manager did not end within a minute of %s", name, sig)
@@ -261,17 +254,14 @@ func (p *Processes) Restart(name string) error {
 	if err != nil {
 		return err
 	}
-	select {
-	case <-old.done:
-	default:
+	if !old.Exited() {
 		return fmt.Errorf("the %s manager is still running", name)
 	}
-	cmd := exec.Command(old.cmd.Path, old.cmd.Args[1:]...)
-	cmd.Env, cmd.Stdout, cmd.Stderr = old.cmd.Env, old.cmd.Stdout, old.cmd.Stderr
-	op, err := p.start(name, cmd)
+	started, err := old.Restart()
 	if err != nil {
 		return err
 	}
+	op := p.watch(started)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.procs[slices.Index(p.procs, old)] = op
@@ -281,25 +271,19 @@ func (p *Processes) Restart(name string) error {
 // Stop terminates the processes (SIGTERM, then SIGKILL after ten seconds) and waits for them.
 func (p *Processes) Stop() error {
 	p.mu.Lock()
-	procs := p.procs
+	running := p.procs
 	p.procs = nil
 	p.mu.Unlock()
-	for _, op := range procs {
+	for _, op := range running {
 		op.stopping.Store(true)
 	}
 	var errs []error
-	for _, op := range procs {
-		_ = op.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-op.done:
-		case <-time.After(10 * time.Second):
-			_ = op.cmd.Process.Kill()
-			<-op.done
-		}
+	for _, op := range running {
+		op.Stop(operatorStopGrace)
 		// An exit status (including "killed") is how a stopped operator ends.
 		var exit *exec.ExitError
-		if op.err != nil && !errors.As(op.err, &exit) {
-			errs = append(errs, op.err)
+		if err := op.Err(); err != nil && !errors.As(err, &exit) {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -321,10 +305,5 @@ func (p *Processes) Ended(name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	select {
-	case <-op.done:
-		return true, nil
-	default:
-		return false, nil
-	}
+	return op.Exited(), nil
 }

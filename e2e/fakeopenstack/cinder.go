@@ -54,21 +54,10 @@ func (f *flexBool) UnmarshalJSON(b []byte) error {
 // serveVolume is Cinder v3 under /volume/v3/<project>. Like the real service it checks the token
 // before the path, so an expired token gives 401 on any URL.
 func (s *Server) serveVolume(w *statusWriter, r *http.Request) {
-	if !s.validToken(r.Header.Get("X-Auth-Token")) {
-		writeUnauthorized(w)
-		return
-	}
-	prefix := "/volume/v3/" + s.opts.ProjectID
-	path := strings.TrimSuffix(r.URL.Path, "/")
-	if path != prefix && !strings.HasPrefix(path, prefix+"/") {
-		writeNotFound(w)
-		return
-	}
-	mv, ok := cinderVersions.negotiate(w, r)
+	mv, seg, ok := s.admit(w, r, "/volume/v3/"+s.opts.ProjectID, cinderVersions)
 	if !ok {
 		return
 	}
-	seg := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, prefix), "/"), "/")
 
 	served := false
 	switch seg[0] {
@@ -266,7 +255,7 @@ func (s *Server) volumeSourceLocked(w http.ResponseWriter, snapshotID, sourceVol
 	case snapshotID != "":
 		snap, ok := c.snapshots[snapshotID]
 		if !ok {
-			writeFault(w, http.StatusNotFound, fmt.Sprintf("Snapshot %s could not be found.", snapshotID))
+			writeFault(w, http.StatusNotFound, notFound("Snapshot", snapshotID))
 			return 0, "", false
 		}
 		if snap.status != StatusAvailable {
@@ -287,7 +276,7 @@ func (s *Server) volumeSourceLocked(w http.ResponseWriter, snapshotID, sourceVol
 	case sourceVolID != "":
 		src, ok := c.volumes[sourceVolID]
 		if !ok {
-			writeFault(w, http.StatusNotFound, fmt.Sprintf("Volume %s could not be found.", sourceVolID))
+			writeFault(w, http.StatusNotFound, notFound("Volume", sourceVolID))
 			return 0, "", false
 		}
 		if src.status != StatusAvailable && src.status != StatusInUse {
@@ -388,15 +377,9 @@ func (s *Server) selfLinks(r *http.Request, collection, id string) []any {
 }
 
 func (s *Server) getVolume(w http.ResponseWriter, r *http.Request, mv apiVersion, id string) {
-	c := s.cloud
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.volumes[id]
-	if !ok {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Volume %s could not be found.", id))
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"volume": s.volumeView(r, v, mv)})
+	withLocked(s, w, "Volume", id, volumesOf, func(_ *cloud, v *volume) {
+		writeJSON(w, http.StatusOK, map[string]any{"volume": s.volumeView(r, v, mv)})
+	})
 }
 
 // listVolumes is GET /volumes and /volumes/detail with the filters the driver and the CSI
@@ -468,51 +451,45 @@ func paginate[T any](w http.ResponseWriter, r *http.Request, items []T, id func(
 // or has snapshots, unless ?cascade=true, which deletes the snapshots too.
 func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request, id string) {
 	cascade, _ := strconv.ParseBool(r.URL.Query().Get("cascade"))
-	c := s.cloud
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.volumes[id]
-	if !ok {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Volume %s could not be found.", id))
-		return
-	}
-	var snaps []*snapshot
-	for _, sn := range c.snapshots {
-		if sn.volumeID == id {
-			snaps = append(snaps, sn)
-		}
-	}
-	if len(v.attachments) > 0 || v.status == StatusInUse || (len(snaps) > 0 && !cascade) {
-		writeFault(w, http.StatusBadRequest, "Invalid volume: Volume status must be available or error or error_restoring "+
-			"or error_extending or error_managing and must not be migrating, attached, belong to a group, have snapshots, "+
-			"awaiting a transfer, or be disassociated from snapshots after volume transfer.")
-		return
-	}
-	for _, sn := range snaps {
-		if sn.backed {
-			if err := c.disks.DeleteSnapshot(sn.id); err != nil {
-				s.log.Error(err, "Fake Cinder backend failed to delete a snapshot", "snapshot", sn.id)
-				sn.status = StatusErrorDeleting
-				v.status = StatusErrorDeleting
-				w.WriteHeader(http.StatusAccepted)
-				return
+	withLocked(s, w, "Volume", id, volumesOf, func(c *cloud, v *volume) {
+		var snaps []*snapshot
+		for _, sn := range c.snapshots {
+			if sn.volumeID == id {
+				snaps = append(snaps, sn)
 			}
 		}
-		delete(c.snapshots, sn.id)
-	}
-	if !v.backed {
-		// Creation failed in the backend: there is no disk to delete.
-		delete(c.volumes, id)
-	} else if err := c.disks.DeleteVolume(id); err != nil {
-		// Cinder deletes asynchronously: the request is accepted and the volume ends up in
-		// error_deleting.
-		s.log.Error(err, "Fake Cinder backend failed to delete a volume", "volume", id)
-		v.status = StatusErrorDeleting
-		v.updated = time.Now().UTC()
-	} else {
-		delete(c.volumes, id)
-	}
-	w.WriteHeader(http.StatusAccepted)
+		if len(v.attachments) > 0 || v.status == StatusInUse || (len(snaps) > 0 && !cascade) {
+			writeFault(w, http.StatusBadRequest, "Invalid volume: Volume status must be available or error or error_restoring "+
+				"or error_extending or error_managing and must not be migrating, attached, belong to a group, have snapshots, "+
+				"awaiting a transfer, or be disassociated from snapshots after volume transfer.")
+			return
+		}
+		for _, sn := range snaps {
+			if sn.backed {
+				if err := c.disks.DeleteSnapshot(sn.id); err != nil {
+					s.log.Error(err, "Fake Cinder backend failed to delete a snapshot", "snapshot", sn.id)
+					sn.status = StatusErrorDeleting
+					v.status = StatusErrorDeleting
+					w.WriteHeader(http.StatusAccepted)
+					return
+				}
+			}
+			delete(c.snapshots, sn.id)
+		}
+		if !v.backed {
+			// Creation failed in the backend: there is no disk to delete.
+			delete(c.volumes, id)
+		} else if err := c.disks.DeleteVolume(id); err != nil {
+			// Cinder deletes asynchronously: the request is accepted and the volume ends up in
+			// error_deleting.
+			s.log.Error(err, "Fake Cinder backend failed to delete a volume", "volume", id)
+			v.status = StatusErrorDeleting
+			v.updated = time.Now().UTC()
+		} else {
+			delete(c.volumes, id)
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
 }
 
 // volumeAction is POST /volumes/{id}/action; only os-extend is served.
@@ -540,44 +517,38 @@ func (s *Server) volumeAction(w http.ResponseWriter, r *http.Request, mv apiVers
 // extendVolume grows a volume. An in-use volume needs microversion 3.42 or newer, which is why the
 // driver asks for it; older versions get Cinder's 400.
 func (s *Server) extendVolume(w http.ResponseWriter, mv apiVersion, id string, newSize int) {
-	c := s.cloud
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.volumes[id]
-	if !ok {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Volume %s could not be found.", id))
-		return
-	}
-	switch {
-	case v.status == StatusAvailable:
-	case v.status == StatusInUse && mv.atLeast(3, 42):
-	default:
-		allowed := "'available'"
-		if mv.atLeast(3, 42) {
-			allowed = "'available' or 'in-use'"
+	withLocked(s, w, "Volume", id, volumesOf, func(c *cloud, v *volume) {
+		switch {
+		case v.status == StatusAvailable:
+		case v.status == StatusInUse && mv.atLeast(3, 42):
+		default:
+			allowed := "'available'"
+			if mv.atLeast(3, 42) {
+				allowed = "'available' or 'in-use'"
+			}
+			writeFault(w, http.StatusBadRequest, fmt.Sprintf(
+				"Invalid volume: Volume %s status must be %s to extend, currently %s.", id, allowed, v.status))
+			return
 		}
-		writeFault(w, http.StatusBadRequest, fmt.Sprintf(
-			"Invalid volume: Volume %s status must be %s to extend, currently %s.", id, allowed, v.status))
-		return
-	}
-	if newSize <= v.size {
-		writeFault(w, http.StatusBadRequest, fmt.Sprintf(
-			"Invalid input received: New size for extend must be greater than current size. (current: %d, extended: %d).",
-			v.size, newSize))
-		return
-	}
-	if !s.checkQuotaLocked(w, newSize-v.size) {
-		return
-	}
-	if err := c.disks.ExtendVolume(id, int64(newSize)*GiB); err != nil {
-		// Accepted, then failed in the backend: the driver's wait sees error_extending.
-		s.log.Error(err, "Fake Cinder backend failed to extend a volume", "volume", id)
-		v.status = StatusErrorExtend
-	} else {
-		v.size = newSize
-	}
-	v.updated = time.Now().UTC()
-	w.WriteHeader(http.StatusAccepted)
+		if newSize <= v.size {
+			writeFault(w, http.StatusBadRequest, fmt.Sprintf(
+				"Invalid input received: New size for extend must be greater than current size. (current: %d, extended: %d).",
+				v.size, newSize))
+			return
+		}
+		if !s.checkQuotaLocked(w, newSize-v.size) {
+			return
+		}
+		if err := c.disks.ExtendVolume(id, int64(newSize)*GiB); err != nil {
+			// Accepted, then failed in the backend: the driver's wait sees error_extending.
+			s.log.Error(err, "Fake Cinder backend failed to extend a volume", "volume", id)
+			v.status = StatusErrorExtend
+		} else {
+			v.size = newSize
+		}
+		v.updated = time.Now().UTC()
+		w.WriteHeader(http.StatusAccepted)
+	})
 }
 
 type createSnapshotRequest struct {
@@ -602,45 +573,39 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request, mv apiVe
 		writeFault(w, http.StatusBadRequest, "Missing required element 'snapshot' or 'volume_id' in request body.")
 		return
 	}
-	c := s.cloud
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.volumes[in.VolumeID]
-	if !ok {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Volume %s could not be found.", in.VolumeID))
-		return
-	}
-	switch {
-	case v.status == StatusAvailable:
-	case v.status == StatusInUse && (bool(in.Force) || mv.atLeast(3, 66)):
-	default:
-		writeFault(w, http.StatusBadRequest, fmt.Sprintf(
-			"Invalid volume: Volume %s status must be available, but current status is: %s.", v.id, v.status))
-		return
-	}
-	if !s.checkQuotaLocked(w, v.size) {
-		return
-	}
-	now := time.Now().UTC()
-	sn := &snapshot{
-		seq: c.nextSeq(), id: newUUID(), name: in.Name, description: in.Description, volumeID: v.id,
-		size: v.size, status: StatusAvailable, metadata: maps.Clone(in.Metadata), created: now, updated: now,
-	}
-	if sn.metadata == nil {
-		sn.metadata = map[string]string{}
-	}
-	if err := c.disks.CreateSnapshot(sn.id, v.id); err != nil {
-		s.log.Error(err, "Fake Cinder backend failed to create a snapshot", "snapshot", sn.id)
-		sn.status = StatusError
-	} else {
-		sn.backed = true
-	}
-	c.snapshots[sn.id] = sn
-	view := s.snapshotView(sn, mv)
-	if sn.status == StatusAvailable {
-		view["status"] = StatusCreating
-	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"snapshot": view})
+	withLocked(s, w, "Volume", in.VolumeID, volumesOf, func(c *cloud, v *volume) {
+		switch {
+		case v.status == StatusAvailable:
+		case v.status == StatusInUse && (bool(in.Force) || mv.atLeast(3, 66)):
+		default:
+			writeFault(w, http.StatusBadRequest, fmt.Sprintf(
+				"Invalid volume: Volume %s status must be available, but current status is: %s.", v.id, v.status))
+			return
+		}
+		if !s.checkQuotaLocked(w, v.size) {
+			return
+		}
+		now := time.Now().UTC()
+		sn := &snapshot{
+			seq: c.nextSeq(), id: newUUID(), name: in.Name, description: in.Description, volumeID: v.id,
+			size: v.size, status: StatusAvailable, metadata: maps.Clone(in.Metadata), created: now, updated: now,
+		}
+		if sn.metadata == nil {
+			sn.metadata = map[string]string{}
+		}
+		if err := c.disks.CreateSnapshot(sn.id, v.id); err != nil {
+			s.log.Error(err, "Fake Cinder backend failed to create a snapshot", "snapshot", sn.id)
+			sn.status = StatusError
+		} else {
+			sn.backed = true
+		}
+		c.snapshots[sn.id] = sn
+		view := s.snapshotView(sn, mv)
+		if sn.status == StatusAvailable {
+			view["status"] = StatusCreating
+		}
+		writeJSON(w, http.StatusAccepted, map[string]any{"snapshot": view})
+	})
 }
 
 func (s *Server) snapshotView(sn *snapshot, mv apiVersion) map[string]any {
@@ -670,15 +635,9 @@ func (s *Server) snapshotView(sn *snapshot, mv apiVersion) map[string]any {
 }
 
 func (s *Server) getSnapshot(w http.ResponseWriter, mv apiVersion, id string) {
-	c := s.cloud
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	sn, ok := c.snapshots[id]
-	if !ok {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Snapshot %s could not be found.", id))
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"snapshot": s.snapshotView(sn, mv)})
+	withLocked(s, w, "Snapshot", id, snapshotsOf, func(_ *cloud, sn *snapshot) {
+		writeJSON(w, http.StatusOK, map[string]any{"snapshot": s.snapshotView(sn, mv)})
+	})
 }
 
 // listSnapshots is GET /snapshots and /snapshots/detail (the driver uses the former) with the
@@ -711,22 +670,16 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request, mv apiVer
 }
 
 func (s *Server) deleteSnapshot(w http.ResponseWriter, id string) {
-	c := s.cloud
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	sn, ok := c.snapshots[id]
-	if !ok {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Snapshot %s could not be found.", id))
-		return
-	}
-	if !sn.backed {
-		delete(c.snapshots, id)
-	} else if err := c.disks.DeleteSnapshot(id); err != nil {
-		s.log.Error(err, "Fake Cinder backend failed to delete a snapshot", "snapshot", id)
-		sn.status = StatusErrorDeleting
-		sn.updated = time.Now().UTC()
-	} else {
-		delete(c.snapshots, id)
-	}
-	w.WriteHeader(http.StatusAccepted)
+	withLocked(s, w, "Snapshot", id, snapshotsOf, func(c *cloud, sn *snapshot) {
+		if !sn.backed {
+			delete(c.snapshots, id)
+		} else if err := c.disks.DeleteSnapshot(id); err != nil {
+			s.log.Error(err, "Fake Cinder backend failed to delete a snapshot", "snapshot", id)
+			sn.status = StatusErrorDeleting
+			sn.updated = time.Now().UTC()
+		} else {
+			delete(c.snapshots, id)
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
 }

@@ -74,13 +74,22 @@ func (d *MemoryDisks) addLocked(volumeID string, size int64) error {
 	return nil
 }
 
+// volumeLocked returns the volume id.
+func (d *MemoryDisks) volumeLocked(id string) (*memVolume, error) {
+	v, ok := d.volumes[id]
+	if !ok {
+		return nil, fmt.Errorf("volume %s not found", id)
+	}
+	return v, nil
+}
+
 // CloneVolume implements Disks.
 func (d *MemoryDisks) CloneVolume(volumeID, sourceID string, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	src, ok := d.volumes[sourceID]
-	if !ok {
-		return fmt.Errorf("source volume %s not found", sourceID)
+	src, err := d.volumeLocked(sourceID)
+	if err != nil {
+		return err
 	}
 	if size < src.size {
 		return fmt.Errorf("volume %s: size %d is smaller than the source's %d", volumeID, size, src.size)
@@ -106,9 +115,9 @@ func (d *MemoryDisks) RestoreSnapshot(volumeID, snapshotID string, size int64) e
 func (d *MemoryDisks) ExtendVolume(volumeID string, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	v, ok := d.volumes[volumeID]
-	if !ok {
-		return fmt.Errorf("volume %s not found", volumeID)
+	v, err := d.volumeLocked(volumeID)
+	if err != nil {
+		return err
 	}
 	if size < v.size {
 		return fmt.Errorf("volume %s: cannot shrink from %d to %d", volumeID, v.size, size)
@@ -121,9 +130,9 @@ func (d *MemoryDisks) ExtendVolume(volumeID string, size int64) error {
 func (d *MemoryDisks) DeleteVolume(volumeID string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	v, ok := d.volumes[volumeID]
-	if !ok {
-		return fmt.Errorf("volume %s not found", volumeID)
+	v, err := d.volumeLocked(volumeID)
+	if err != nil {
+		return err
 	}
 	if v.attached != "" {
 		return fmt.Errorf("volume %s is attached to %s", volumeID, v.attached)
@@ -136,9 +145,9 @@ func (d *MemoryDisks) DeleteVolume(volumeID string) error {
 func (d *MemoryDisks) CreateSnapshot(snapshotID, volumeID string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	v, ok := d.volumes[volumeID]
-	if !ok {
-		return fmt.Errorf("volume %s not found", volumeID)
+	v, err := d.volumeLocked(volumeID)
+	if err != nil {
+		return err
 	}
 	if _, ok := d.snapshots[snapshotID]; ok {
 		return fmt.Errorf("snapshot %s already exists", snapshotID)
@@ -162,9 +171,9 @@ func (d *MemoryDisks) DeleteSnapshot(snapshotID string) error {
 func (d *MemoryDisks) Attach(volumeID, serverID string) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	v, ok := d.volumes[volumeID]
-	if !ok {
-		return "", fmt.Errorf("volume %s not found", volumeID)
+	v, err := d.volumeLocked(volumeID)
+	if err != nil {
+		return "", err
 	}
 	if v.attached != "" {
 		return "", fmt.Errorf("volume %s is already attached to %s", volumeID, v.attached)
@@ -177,9 +186,9 @@ func (d *MemoryDisks) Attach(volumeID, serverID string) (string, error) {
 func (d *MemoryDisks) Detach(volumeID, serverID string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	v, ok := d.volumes[volumeID]
-	if !ok {
-		return fmt.Errorf("volume %s not found", volumeID)
+	v, err := d.volumeLocked(volumeID)
+	if err != nil {
+		return err
 	}
 	if v.attached != serverID {
 		return fmt.Errorf("volume %s is not attached to %s", volumeID, serverID)

@@ -18,6 +18,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // DefaultByIDDir is where udev puts the stable disk links the driver searches
@@ -141,7 +143,7 @@ func NewLoopDisks(o LoopOptions) (*LoopDisks, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolving %s: %w", dir, err)
 	}
-	start, err := processStartTime(os.Getpid())
+	start, err := procs.StartTicks(os.Getpid())
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +212,19 @@ func (d *LoopDisks) checkLocked(ids ...string) error {
 	return nil
 }
 
+// volumeLocked returns the volume id after checking it and newIDs (the IDs of what the call
+// creates from it) with checkLocked.
+func (d *LoopDisks) volumeLocked(id string, newIDs ...string) (*loopVolume, error) {
+	if err := d.checkLocked(append(newIDs, id)...); err != nil {
+		return nil, err
+	}
+	v, ok := d.volumes[id]
+	if !ok {
+		return nil, fmt.Errorf("volume %s not found", id)
+	}
+	return v, nil
+}
+
 // CreateVolume implements Disks: a sparse file of size bytes.
 func (d *LoopDisks) CreateVolume(volumeID string, size int64) error {
 	d.mu.Lock()
@@ -237,12 +252,9 @@ func (d *LoopDisks) CreateVolume(volumeID string, size int64) error {
 func (d *LoopDisks) CloneVolume(volumeID, sourceID string, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.checkLocked(volumeID, sourceID); err != nil {
+	src, err := d.volumeLocked(sourceID, volumeID)
+	if err != nil {
 		return err
-	}
-	src, ok := d.volumes[sourceID]
-	if !ok {
-		return fmt.Errorf("source volume %s not found", sourceID)
 	}
 	if err := src.flush(); err != nil {
 		return err
@@ -275,12 +287,9 @@ func (d *LoopDisks) RestoreSnapshot(volumeID, snapshotID string, size int64) err
 func (d *LoopDisks) ExtendVolume(volumeID string, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.checkLocked(volumeID); err != nil {
+	v, err := d.volumeLocked(volumeID)
+	if err != nil {
 		return err
-	}
-	v, ok := d.volumes[volumeID]
-	if !ok {
-		return fmt.Errorf("volume %s not found", volumeID)
 	}
 	st, err := os.Stat(d.volumePath(volumeID))
 	if err != nil {
@@ -305,12 +314,9 @@ func (d *LoopDisks) ExtendVolume(volumeID string, size int64) error {
 func (d *LoopDisks) DeleteVolume(volumeID string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.checkLocked(volumeID); err != nil {
+	v, err := d.volumeLocked(volumeID)
+	if err != nil {
 		return err
-	}
-	v, ok := d.volumes[volumeID]
-	if !ok {
-		return fmt.Errorf("volume %s not found", volumeID)
 	}
 	if v.dev != nil {
 		return fmt.Errorf("volume %s is attached to %s", volumeID, v.server)
@@ -327,12 +333,9 @@ func (d *LoopDisks) DeleteVolume(volumeID string) error {
 func (d *LoopDisks) CreateSnapshot(snapshotID, volumeID string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.checkLocked(snapshotID, volumeID); err != nil {
+	v, err := d.volumeLocked(volumeID, snapshotID)
+	if err != nil {
 		return err
-	}
-	v, ok := d.volumes[volumeID]
-	if !ok {
-		return fmt.Errorf("volume %s not found", volumeID)
 	}
 	if err := v.flush(); err != nil {
 		return err
@@ -435,12 +438,9 @@ func (d *LoopDisks) linkLocked(link, target string) error {
 func (d *LoopDisks) Detach(volumeID, serverID string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.checkLocked(volumeID); err != nil {
+	v, err := d.volumeLocked(volumeID)
+	if err != nil {
 		return err
-	}
-	v, ok := d.volumes[volumeID]
-	if !ok {
-		return fmt.Errorf("volume %s not found", volumeID)
 	}
 	if v.dev == nil || v.server != serverID {
 		return fmt.Errorf("volume %s is not attached to %s", volumeID, serverID)
@@ -532,7 +532,7 @@ func SweepLoopDisks(dir string, log logr.Logger) ([]string, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("parsing loop disk marker in %s: %w", dir, err)
 	}
-	if start, err := processStartTime(m.PID); err == nil && start == m.StartTime {
+	if start, err := procs.StartTicks(m.PID); err == nil && start == m.StartTime {
 		return nil, fmt.Errorf("%s (process %d): %w", dir, m.PID, ErrLoopDisksInUse)
 	}
 	realDir, err := filepath.EvalSymlinks(dir)
@@ -975,24 +975,4 @@ func (d *LoopDisks) writeMarker() error {
 		return fmt.Errorf("writing loop disk marker: %w", err)
 	}
 	return nil
-}
-
-// processStartTime returns field 22 of /proc/<pid>/stat, the process start time in clock ticks
-// since boot, which tells a live owner from a later process that reuses its PID.
-func processStartTime(pid int) (uint64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) is in parentheses and may contain spaces: split after it.
-	i := strings.LastIndexByte(string(data), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parsing /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(string(data[i+1:]))
-	const startField = 22 - 3 // fields after the name start at field 3
-	if len(fields) <= startField {
-		return 0, fmt.Errorf("parsing /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(fields[startField], 10, 64)
 }

@@ -6,28 +6,16 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 )
 
 // serveCompute is Nova under /compute/v2.1: availability zones, servers and volume attachments.
 // Like the real service it checks the token before the path.
 func (s *Server) serveCompute(w *statusWriter, r *http.Request) {
-	if !s.validToken(r.Header.Get("X-Auth-Token")) {
-		writeUnauthorized(w)
-		return
-	}
-	const prefix = "/compute/v2.1"
-	path := strings.TrimSuffix(r.URL.Path, "/")
-	if path != prefix && !strings.HasPrefix(path, prefix+"/") {
-		writeNotFound(w)
-		return
-	}
-	mv, ok := novaVersions.negotiate(w, r)
+	mv, seg, ok := s.admit(w, r, "/compute/v2.1", novaVersions)
 	if !ok {
 		return
 	}
-	seg := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, prefix), "/"), "/")
 	get, post, del := r.Method == http.MethodGet, r.Method == http.MethodPost, r.Method == http.MethodDelete
 	attachments := len(seg) >= 3 && seg[0] == "servers" && seg[2] == "os-volume_attachments"
 
@@ -53,59 +41,53 @@ func (s *Server) serveCompute(w *statusWriter, r *http.Request) {
 // getServer is GET /servers/{id}; an unknown ID answers 404, which the driver takes as "node gone"
 // (ControllerUnpublish then succeeds, ControllerPublish answers NotFound).
 func (s *Server) getServer(w http.ResponseWriter, r *http.Request, mv apiVersion, id string) {
-	c := s.cloud
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	srv, ok := c.servers[id]
-	if !ok {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Instance %s could not be found.", id))
-		return
-	}
-	volumes := []any{}
-	for _, v := range c.sortedVolumesLocked() {
-		if slices.ContainsFunc(v.attachments, func(a AttachmentInfo) bool { return a.ServerID == id }) {
-			volumes = append(volumes, map[string]any{"id": v.id, "delete_on_termination": false})
+	withLocked(s, w, "Instance", id, serversOf, func(c *cloud, srv *server) {
+		volumes := []any{}
+		for _, v := range c.sortedVolumesLocked() {
+			if slices.ContainsFunc(v.attachments, func(a AttachmentInfo) bool { return a.ServerID == id }) {
+				volumes = append(volumes, map[string]any{"id": v.id, "delete_on_termination": false})
+			}
 		}
-	}
-	host := sha256.Sum256([]byte(s.opts.ProjectID + "fake-compute-host"))
-	created := srv.created.Format(time.RFC3339)
-	self := s.requestBase(r) + "/compute/v2.1/servers/" + id
-	view := map[string]any{
-		"id":                                   srv.info.ID,
-		"name":                                 srv.info.Name,
-		"status":                               "ACTIVE",
-		"tenant_id":                            s.opts.ProjectID,
-		"user_id":                              s.opts.Users[0].ID,
-		"hostId":                               hex.EncodeToString(host[:28]),
-		"created":                              created,
-		"updated":                              created,
-		"addresses":                            map[string]any{},
-		"metadata":                             map[string]any{},
-		"flavor":                               map[string]any{"id": "1", "links": []any{}},
-		"image":                                "",
-		"key_name":                             nil,
-		"accessIPv4":                           "",
-		"accessIPv6":                           "",
-		"config_drive":                         "",
-		"progress":                             0,
-		"links":                                []any{map[string]any{"rel": "self", "href": self}},
-		"security_groups":                      []any{map[string]any{"name": "default"}},
-		"OS-EXT-AZ:availability_zone":          srv.info.Zone,
-		"OS-EXT-STS:vm_state":                  "active",
-		"OS-EXT-STS:power_state":               1,
-		"OS-EXT-STS:task_state":                nil,
-		"OS-SRV-USG:launched_at":               srv.created.Format(cinderTime),
-		"OS-SRV-USG:terminated_at":             nil,
-		"OS-DCF:diskConfig":                    "MANUAL",
-		"os-extended-volumes:volumes_attached": volumes,
-	}
-	if mv.atLeast(2, 9) {
-		view["locked"] = false
-	}
-	if mv.atLeast(2, 26) {
-		view["tags"] = []any{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"server": view})
+		host := sha256.Sum256([]byte(s.opts.ProjectID + "fake-compute-host"))
+		created := srv.created.Format(time.RFC3339)
+		self := s.requestBase(r) + "/compute/v2.1/servers/" + id
+		view := map[string]any{
+			"id":                                   srv.info.ID,
+			"name":                                 srv.info.Name,
+			"status":                               "ACTIVE",
+			"tenant_id":                            s.opts.ProjectID,
+			"user_id":                              s.opts.Users[0].ID,
+			"hostId":                               hex.EncodeToString(host[:28]),
+			"created":                              created,
+			"updated":                              created,
+			"addresses":                            map[string]any{},
+			"metadata":                             map[string]any{},
+			"flavor":                               map[string]any{"id": "1", "links": []any{}},
+			"image":                                "",
+			"key_name":                             nil,
+			"accessIPv4":                           "",
+			"accessIPv6":                           "",
+			"config_drive":                         "",
+			"progress":                             0,
+			"links":                                []any{map[string]any{"rel": "self", "href": self}},
+			"security_groups":                      []any{map[string]any{"name": "default"}},
+			"OS-EXT-AZ:availability_zone":          srv.info.Zone,
+			"OS-EXT-STS:vm_state":                  "active",
+			"OS-EXT-STS:power_state":               1,
+			"OS-EXT-STS:task_state":                nil,
+			"OS-SRV-USG:launched_at":               srv.created.Format(cinderTime),
+			"OS-SRV-USG:terminated_at":             nil,
+			"OS-DCF:diskConfig":                    "MANUAL",
+			"os-extended-volumes:volumes_attached": volumes,
+		}
+		if mv.atLeast(2, 9) {
+			view["locked"] = false
+		}
+		if mv.atLeast(2, 26) {
+			view["tags"] = []any{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"server": view})
+	})
 }
 
 // attachmentView renders a Nova volume attachment at microversion mv.
@@ -127,41 +109,31 @@ func attachmentView(serverID, volumeID string, a AttachmentInfo, mv apiVersion) 
 }
 
 func (s *Server) listAttachments(w http.ResponseWriter, mv apiVersion, serverID string) {
-	c := s.cloud
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.servers[serverID]; !ok {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Instance %s could not be found.", serverID))
-		return
-	}
-	items := []any{}
-	for _, v := range c.sortedVolumesLocked() {
-		for _, a := range v.attachments {
-			if a.ServerID == serverID {
-				items = append(items, attachmentView(serverID, v.id, a, mv))
+	withLocked(s, w, "Instance", serverID, serversOf, func(c *cloud, _ *server) {
+		items := []any{}
+		for _, v := range c.sortedVolumesLocked() {
+			for _, a := range v.attachments {
+				if a.ServerID == serverID {
+					items = append(items, attachmentView(serverID, v.id, a, mv))
+				}
 			}
 		}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"volumeAttachments": items})
+		writeJSON(w, http.StatusOK, map[string]any{"volumeAttachments": items})
+	})
 }
 
 func (s *Server) getAttachment(w http.ResponseWriter, mv apiVersion, serverID, volumeID string) {
-	c := s.cloud
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.servers[serverID]; !ok {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Instance %s could not be found.", serverID))
-		return
-	}
-	if v, ok := c.volumes[volumeID]; ok {
-		for _, a := range v.attachments {
-			if a.ServerID == serverID {
-				writeJSON(w, http.StatusOK, map[string]any{"volumeAttachment": attachmentView(serverID, v.id, a, mv)})
-				return
+	withLocked(s, w, "Instance", serverID, serversOf, func(c *cloud, _ *server) {
+		if v, ok := c.volumes[volumeID]; ok {
+			for _, a := range v.attachments {
+				if a.ServerID == serverID {
+					writeJSON(w, http.StatusOK, map[string]any{"volumeAttachment": attachmentView(serverID, v.id, a, mv)})
+					return
+				}
 			}
 		}
-	}
-	writeFault(w, http.StatusNotFound, fmt.Sprintf("Volume %s is not attached to %s", volumeID, serverID))
+		writeFault(w, http.StatusNotFound, fmt.Sprintf("Volume %s is not attached to %s", volumeID, serverID))
+	})
 }
 
 type attachRequest struct {
@@ -185,43 +157,38 @@ func (s *Server) attachVolume(w http.ResponseWriter, r *http.Request, mv apiVers
 		return
 	}
 	volumeID := req.VolumeAttachment.VolumeID
-	c := s.cloud
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.servers[serverID]; !ok {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Instance %s could not be found.", serverID))
-		return
-	}
-	v, ok := c.volumes[volumeID]
-	if !ok {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Volume %s could not be found.", volumeID))
-		return
-	}
-	if slices.ContainsFunc(v.attachments, func(a AttachmentInfo) bool { return a.ServerID == serverID }) {
-		writeFault(w, http.StatusBadRequest, fmt.Sprintf("Invalid volume: volume %s already attached", volumeID))
-		return
-	}
-	if v.status != StatusAvailable {
-		writeFault(w, http.StatusBadRequest, fmt.Sprintf(
-			"Invalid volume: Volume %s status must be available or downloading to reserve, but the current status is %s.",
-			volumeID, v.status))
-		return
-	}
-	hostDevice, err := c.disks.Attach(volumeID, serverID)
-	if err != nil {
-		s.log.Error(err, "Fake OpenStack backend failed to attach a volume", "volume", volumeID, "server", serverID)
-		writeFault(w, http.StatusInternalServerError, fmt.Sprintf("Failed to attach volume %s: %v", volumeID, err))
-		return
-	}
-	a := AttachmentInfo{
-		ServerID: serverID, AttachmentID: newUUID(), Device: c.nextDeviceLocked(serverID), HostDevice: hostDevice,
-	}
-	now := time.Now().UTC()
-	v.attachments = append(v.attachments, a)
-	v.attachedAt[serverID] = now
-	v.status = StatusInUse
-	v.updated = now
-	writeJSON(w, http.StatusOK, map[string]any{"volumeAttachment": attachmentView(serverID, volumeID, a, mv)})
+	withLocked(s, w, "Instance", serverID, serversOf, func(c *cloud, _ *server) {
+		v, ok := c.volumes[volumeID]
+		if !ok {
+			writeFault(w, http.StatusNotFound, notFound("Volume", volumeID))
+			return
+		}
+		if slices.ContainsFunc(v.attachments, func(a AttachmentInfo) bool { return a.ServerID == serverID }) {
+			writeFault(w, http.StatusBadRequest, fmt.Sprintf("Invalid volume: volume %s already attached", volumeID))
+			return
+		}
+		if v.status != StatusAvailable {
+			writeFault(w, http.StatusBadRequest, fmt.Sprintf(
+				"Invalid volume: Volume %s status must be available or downloading to reserve, but the current status is %s.",
+				volumeID, v.status))
+			return
+		}
+		hostDevice, err := c.disks.Attach(volumeID, serverID)
+		if err != nil {
+			s.log.Error(err, "Fake OpenStack backend failed to attach a volume", "volume", volumeID, "server", serverID)
+			writeFault(w, http.StatusInternalServerError, fmt.Sprintf("Failed to attach volume %s: %v", volumeID, err))
+			return
+		}
+		a := AttachmentInfo{
+			ServerID: serverID, AttachmentID: newUUID(), Device: c.nextDeviceLocked(serverID), HostDevice: hostDevice,
+		}
+		now := time.Now().UTC()
+		v.attachments = append(v.attachments, a)
+		v.attachedAt[serverID] = now
+		v.status = StatusInUse
+		v.updated = now
+		writeJSON(w, http.StatusOK, map[string]any{"volumeAttachment": attachmentView(serverID, volumeID, a, mv)})
+	})
 }
 
 // nextDeviceLocked returns the first free virtio disk name of a server, from /dev/vdb (vda is the
@@ -252,22 +219,17 @@ func (c *cloud) nextDeviceLocked(serverID string) string {
 // detachVolume is DELETE /servers/{id}/os-volume_attachments/{volumeId}: 202, or 404 when the
 // volume is not attached to the server.
 func (s *Server) detachVolume(w http.ResponseWriter, serverID, volumeID string) {
-	c := s.cloud
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.servers[serverID]; !ok {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Instance %s could not be found.", serverID))
-		return
-	}
-	v, ok := c.volumes[volumeID]
-	if !ok || !slices.ContainsFunc(v.attachments, func(a AttachmentInfo) bool { return a.ServerID == serverID }) {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Volume %s is not attached to %s", volumeID, serverID))
-		return
-	}
-	if err := c.detachLocked(v, serverID); err != nil {
-		s.log.Error(err, "Fake OpenStack backend failed to detach a volume", "volume", volumeID, "server", serverID)
-		writeFault(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	w.WriteHeader(http.StatusAccepted)
+	withLocked(s, w, "Instance", serverID, serversOf, func(c *cloud, _ *server) {
+		v, ok := c.volumes[volumeID]
+		if !ok || !slices.ContainsFunc(v.attachments, func(a AttachmentInfo) bool { return a.ServerID == serverID }) {
+			writeFault(w, http.StatusNotFound, fmt.Sprintf("Volume %s is not attached to %s", volumeID, serverID))
+			return
+		}
+		if err := c.detachLocked(v, serverID); err != nil {
+			s.log.Error(err, "Fake OpenStack backend failed to detach a volume", "volume", volumeID, "server", serverID)
+			writeFault(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
 }

@@ -638,3 +638,46 @@ func (w logrWriter) Write(p []byte) (int, error) {
 	w.log.Info("Fake OpenStack HTTP server", "message", strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// withLocked runs f under the cloud's lock with the item id of the collection that items picks
+// (volumes, snapshots or servers); without one it answers OpenStack's 404 instead.
+func withLocked[T any](s *Server, w http.ResponseWriter, kind, id string, items func(*cloud) map[string]T, f func(c *cloud, item T)) {
+	c := s.cloud
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	item, ok := items(c)[id]
+	if !ok {
+		writeFault(w, http.StatusNotFound, notFound(kind, id))
+		return
+	}
+	f(c, item)
+}
+
+// notFound is the message of Cinder's and Nova's 404 for an unknown volume, snapshot or
+// instance (kind "Volume", "Snapshot" or "Instance").
+func notFound(kind, id string) string { return fmt.Sprintf("%s %s could not be found.", kind, id) }
+
+// volumesOf, snapshotsOf and serversOf pick a collection for withLocked.
+func volumesOf(c *cloud) map[string]*volume     { return c.volumes }
+func snapshotsOf(c *cloud) map[string]*snapshot { return c.snapshots }
+func serversOf(c *cloud) map[string]*server     { return c.servers }
+
+// admit checks a request to Nova or Cinder as the services do, the token first, then that the
+// path is under prefix, then the microversion, and returns the microversion and the path's
+// segments below prefix. It answers the fault and reports false when a check fails.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, prefix string, versions microversions) (apiVersion, []string, bool) {
+	if !s.validToken(r.Header.Get("X-Auth-Token")) {
+		writeUnauthorized(w)
+		return apiVersion{}, nil, false
+	}
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	if path != prefix && !strings.HasPrefix(path, prefix+"/") {
+		writeNotFound(w)
+		return apiVersion{}, nil, false
+	}
+	mv, ok := versions.negotiate(w, r)
+	if !ok {
+		return apiVersion{}, nil, false
+	}
+	return mv, strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, prefix), "/"), "/"), true
+}

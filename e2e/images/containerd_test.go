@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // TestContainerdImport imports a pause image tar into a throwaway containerd, the way real-node
@@ -69,32 +71,15 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc", filepath.Join(dir, "opt"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logFile, err := os.Create(filepath.Join(dir, "containerd.log"))
+	// Its own process group, so that nothing it might spawn outlives the test.
+	p, err := procs.Start(procs.Options{Name: "containerd", Path: containerd, Args: []string{"--config", config}, LogDir: dir, Group: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(containerd, "--config", config)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Its own process group, so that nothing it might spawn outlives the test.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		// containerd wrote the log through its own descriptor, which it closed on exit: closing
-		// ours cannot lose any of it.
-		_ = logFile.Close()
+		p.Stop(10 * time.Second)
 		if t.Failed() {
-			if log, err := os.ReadFile(logFile.Name()); err == nil {
+			if log, err := os.ReadFile(p.LogPath()); err == nil {
 				t.Logf("containerd log:\n%s", log)
 			}
 		}

@@ -369,17 +369,27 @@ func driver(g Gomega, e *env.Env) *operatorv1.ClusterCSIDriver {
 	return d
 }
 
+// availability returns the controller's and the node plugin's Available conditions; g fails
+// while one is missing.
+func availability(g Gomega, conds []operatorv1.OperatorCondition) []*operatorv1.OperatorCondition {
+	var out []*operatorv1.OperatorCondition
+	for _, ct := range []string{names.ConditionControllerAvailable, names.ConditionNodeAvailable} {
+		found := conditions.Find(conds, ct)
+		g.Expect(found).NotTo(BeNil(), ct)
+		out = append(out, found)
+	}
+	return out
+}
+
 // waitAvailable waits until the controller and the node plugin are Available and rolled out,
 // as installed (not as Removed), and nothing is Degraded.
 func waitAvailable(t *testing.T, e *env.Env) {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
 		conds := driver(g, e).Status.Conditions
-		for _, c := range []string{names.ConditionControllerAvailable, names.ConditionNodeAvailable} {
-			found := conditions.Find(conds, c)
-			g.Expect(found).NotTo(BeNil(), c)
-			g.Expect(found.Status).To(Equal(operatorv1.ConditionTrue), c)
-			g.Expect(found.Reason).To(Equal(names.ReasonAsExpected), c)
+		for _, c := range availability(g, conds) {
+			g.Expect(c.Status).To(Equal(operatorv1.ConditionTrue), c.Type)
+			g.Expect(c.Reason).To(Equal(names.ReasonAsExpected), c.Type)
 		}
 		for _, c := range conds {
 			if strings.HasSuffix(c.Type, "Progressing") || strings.HasSuffix(c.Type, "Degraded") {
@@ -402,11 +412,8 @@ func setManagementState(t *testing.T, e *env.Env, state operatorv1.ManagementSta
 func waitRemoved(t *testing.T, e *env.Env, c client.Client, objs []client.Object) {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
-		conds := driver(g, e).Status.Conditions
-		for _, ct := range []string{names.ConditionControllerAvailable, names.ConditionNodeAvailable} {
-			found := conditions.Find(conds, ct)
-			g.Expect(found).NotTo(BeNil(), ct)
-			g.Expect(found.Reason).To(Equal(names.ReasonRemoved), ct)
+		for _, c := range availability(g, driver(g, e).Status.Conditions) {
+			g.Expect(c.Reason).To(Equal(names.ReasonRemoved), c.Type)
 		}
 		var left []string
 		for _, o := range objs {

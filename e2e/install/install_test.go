@@ -260,8 +260,10 @@ func guestObjects(t *testing.T, hyperShift bool) []client.Object {
 	return objs
 }
 
-// snapshotClass is the VolumeSnapshotClass the guest manager applies once its CRD exists (it
-// does on every local cluster). Removed leaves it: the class is harmless without the driver.
+// snapshotClass is the VolumeSnapshotClass the guest manager applies once its CRD is served (it
+// is on every local cluster). The tests here only check that the install creates it:
+// managementState Removed deletes it with the rest of the guest objects (the guest plan's
+// everything holds it while its kind is served), but the Removed steps do not wait for it.
 func snapshotClass() client.Object {
 	return &snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: names.VolumeSnapshotCls}}
 }

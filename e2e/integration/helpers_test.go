@@ -88,6 +88,23 @@ func daemonSetRevisions(g Gomega, e *env.Env) []appsv1.ControllerRevision {
 	return l.Items
 }
 
+// waitRolledOut waits until the controller Deployment and the node DaemonSet have rolled out.
+func waitRolledOut(g Gomega, e *env.Env) {
+	g.Eventually(func(g Gomega) {
+		expectDeploymentRolledOut(g, controllerDeployment(g, e))
+		expectDaemonSetRolledOut(g, nodeDaemonSet(g, e))
+	}).WithTimeout(rolloutTimeout).WithPolling(poll).Should(Succeed())
+}
+
+// expectRolledOutOnce checks that the controller Deployment and the node DaemonSet were written
+// once and rolled out once: one ReplicaSet, one revision, generation 1 each.
+func expectRolledOutOnce(g Gomega, e *env.Env) {
+	g.Expect(replicaSets(g, e)).To(HaveLen(1))
+	g.Expect(daemonSetRevisions(g, e)).To(HaveLen(1))
+	g.Expect(controllerDeployment(g, e).Generation).To(Equal(int64(1)))
+	g.Expect(nodeDaemonSet(g, e).Generation).To(Equal(int64(1)))
+}
+
 func configMap(g Gomega, c client.Client, ns, name string) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{}
 	g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm)).To(Succeed())
@@ -177,6 +194,18 @@ func driverEvents(g Gomega, e *env.Env) []eventsv1.Event {
 			out = append(out, ev)
 		}
 	}
+	return out
+}
+
+// operatorLog returns a buffer for the operator's log whose last lines are printed when the
+// test has failed, after the operator has stopped.
+func operatorLog(t *testing.T) *logBuffer {
+	out := &logBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("Operator log (last lines):\n%s", lastLines(out.String(), 150))
+		}
+	})
 	return out
 }
 

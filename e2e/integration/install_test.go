@@ -79,10 +79,7 @@ func TestFreshInstall(t *testing.T) {
 
 	t.Run("When the install is done, each workload should have rolled out exactly once", func(t *testing.T) {
 		g := NewWithT(t)
-		g.Expect(replicaSets(g, e)).To(HaveLen(1))
-		g.Expect(daemonSetRevisions(g, e)).To(HaveLen(1))
-		g.Expect(controllerDeployment(g, e).Generation).To(Equal(int64(1)))
-		g.Expect(nodeDaemonSet(g, e).Generation).To(Equal(int64(1)))
+		expectRolledOutOnce(g, e)
 	})
 
 	t.Run("When topology is detected on matching zones, it should be enabled on both sides", func(t *testing.T) {

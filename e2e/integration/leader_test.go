@@ -82,12 +82,7 @@ func TestLeaderElectionSplit(t *testing.T) {
 func testLeaderElection(t *testing.T, layout leaderLayout) {
 	binary := operatorBinary(t)
 	e := env.StartForTest(t, env.Options{Mode: env.ModeHyperShift})
-	out := &logBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("Operator log (last lines):\n%s", lastLines(out.String(), 150))
-		}
-	})
+	out := operatorLog(t)
 	leading := startProcesses(t, e, env.ProcessOptions{Binary: binary, Output: out, PodName: leadingPod, Split: layout.split})
 	leadingID := e.Namespace + "/" + leadingPod
 	cp, guest := layout.controlplane, layout.guest

@@ -124,12 +124,7 @@ func TestAPIServerLongOutage(t *testing.T) {
 	t.Parallel()
 	binary := operatorBinary(t)
 	e := env.StartForTest(t, env.Options{Mode: env.ModeHyperShift})
-	out := &logBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("Operator log (last lines):\n%s", lastLines(out.String(), 150))
-		}
-	})
+	out := operatorLog(t)
 	p := startProcesses(t, e, env.ProcessOptions{Binary: binary, Output: out, PodName: leadingPod})
 	leadingID := e.Namespace + "/" + leadingPod
 	waitAvailable(t, e)

@@ -114,31 +114,25 @@ func TestNoCredentialsInGuest(t *testing.T) {
 
 	t.Run("When the driver is installed, no pod template of a guest workload should hold credentials", func(t *testing.T) {
 		g := NewWithT(t)
+		// Every kind that holds a pod template at spec.template.
 		templates := map[string]corev1.PodTemplateSpec{}
-		dss := &appsv1.DaemonSetList{}
-		g.Expect(e.GuestClient.List(ctx, dss)).To(Succeed())
-		for _, o := range dss.Items {
-			templates["DaemonSet "+o.Namespace+"/"+o.Name] = o.Spec.Template
-		}
-		deps := &appsv1.DeploymentList{}
-		g.Expect(e.GuestClient.List(ctx, deps)).To(Succeed())
-		for _, o := range deps.Items {
-			templates["Deployment "+o.Namespace+"/"+o.Name] = o.Spec.Template
-		}
-		rss := &appsv1.ReplicaSetList{}
-		g.Expect(e.GuestClient.List(ctx, rss)).To(Succeed())
-		for _, o := range rss.Items {
-			templates["ReplicaSet "+o.Namespace+"/"+o.Name] = o.Spec.Template
-		}
-		sss := &appsv1.StatefulSetList{}
-		g.Expect(e.GuestClient.List(ctx, sss)).To(Succeed())
-		for _, o := range sss.Items {
-			templates["StatefulSet "+o.Namespace+"/"+o.Name] = o.Spec.Template
-		}
-		jobs := &batchv1.JobList{}
-		g.Expect(e.GuestClient.List(ctx, jobs)).To(Succeed())
-		for _, o := range jobs.Items {
-			templates["Job "+o.Namespace+"/"+o.Name] = o.Spec.Template
+		for _, gvk := range []schema.GroupVersionKind{
+			appsv1.SchemeGroupVersion.WithKind("DaemonSet"),
+			appsv1.SchemeGroupVersion.WithKind("Deployment"),
+			appsv1.SchemeGroupVersion.WithKind("ReplicaSet"),
+			appsv1.SchemeGroupVersion.WithKind("StatefulSet"),
+			batchv1.SchemeGroupVersion.WithKind("Job"),
+		} {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+			g.Expect(e.GuestClient.List(ctx, list)).To(Succeed())
+			for _, o := range list.Items {
+				raw, _, err := unstructured.NestedMap(o.Object, "spec", "template")
+				g.Expect(err).NotTo(HaveOccurred())
+				var tpl corev1.PodTemplateSpec
+				g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &tpl)).To(Succeed())
+				templates[gvk.Kind+" "+o.GetNamespace()+"/"+o.GetName()] = tpl
+			}
 		}
 		g.Expect(templates).To(HaveKey("DaemonSet " + names.GuestNamespace + "/" + names.NodeDaemonSet))
 		for what, tpl := range templates {

@@ -223,14 +223,8 @@ func TestStandaloneInstall(t *testing.T) {
 
 	t.Run("When the install is done, it should have rolled out each workload exactly once", func(t *testing.T) {
 		g := NewWithT(t)
-		g.Eventually(func(g Gomega) {
-			expectDeploymentRolledOut(g, controllerDeployment(g, e))
-			expectDaemonSetRolledOut(g, nodeDaemonSet(g, e))
-		}).WithTimeout(rolloutTimeout).WithPolling(poll).Should(Succeed())
-		g.Expect(replicaSets(g, e)).To(HaveLen(1))
-		g.Expect(daemonSetRevisions(g, e)).To(HaveLen(1))
-		g.Expect(controllerDeployment(g, e).Generation).To(Equal(int64(1)))
-		g.Expect(nodeDaemonSet(g, e).Generation).To(Equal(int64(1)))
+		waitRolledOut(g, e)
+		expectRolledOutOnce(g, e)
 	})
 
 	t.Run("When the cluster-wide proxy is set, it should give the driver container the proxy and roll the controller only", func(t *testing.T) {

@@ -253,10 +253,7 @@ func TestStompBack(t *testing.T) {
 
 		// The restart rolls both workloads, and every status change on the way triggers a
 		// reconcile: once rolled out, the operator has looked at both templates many times.
-		g.Eventually(func(g Gomega) {
-			expectDeploymentRolledOut(g, controllerDeployment(g, e))
-			expectDaemonSetRolledOut(g, nodeDaemonSet(g, e))
-		}).WithTimeout(rolloutTimeout).WithPolling(poll).Should(Succeed())
+		waitRolledOut(g, e)
 		waitAvailable(t, e)
 
 		d := controllerDeployment(g, e)

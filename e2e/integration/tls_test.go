@@ -56,12 +56,7 @@ func TestTLSProfileStandalone(t *testing.T) {
 func testTLSProfile(t *testing.T, mode, process string) {
 	binary := operatorBinary(t)
 	e := env.StartForTest(t, env.Options{Mode: mode})
-	out := &logBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("Operator log (last lines):\n%s", lastLines(out.String(), 150))
-		}
-	})
+	out := operatorLog(t)
 	procs := startProcesses(t, e, env.ProcessOptions{Binary: binary, Output: out, PodName: leadingPod})
 	addr := procs.MetricsAddrs[process]
 	ctx := t.Context()

@@ -59,10 +59,7 @@ func TestTopology(t *testing.T) {
 				g.Expect(c.Message).To(ContainSubstring("Topology is disabled"))
 				g.Expect(c.Message).To(ContainSubstring("some compute availability zone has no volume availability zone"))
 			}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
-			g.Eventually(func(g Gomega) {
-				expectDeploymentRolledOut(g, controllerDeployment(g, e))
-				expectDaemonSetRolledOut(g, nodeDaemonSet(g, e))
-			}).WithTimeout(rolloutTimeout).WithPolling(poll).Should(Succeed())
+			waitRolledOut(g, e)
 		})
 
 		t.Run("When the user sets enable_topology to true, it should enable topology on both sides although the zones do not match", func(t *testing.T) {

@@ -3,9 +3,10 @@ package localcluster
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // apiServerName is the component name of the API server process.
@@ -17,10 +18,10 @@ const apiServerName = "kube-apiserver"
 // outage or upgrade; the controller-manager, scheduler and kwok wait for it like any client.
 func (c *Cluster) StopAPIServer() error {
 	p := c.component(apiServerName)
-	if p == nil || p.exited() {
+	if p == nil || p.Exited() {
 		return fmt.Errorf("cluster %s has no running %s", c.name, apiServerName)
 	}
-	p.stop()
+	p.Stop(stopGrace)
 	c.logf("Cluster %s: stopped %s", c.name, apiServerName)
 	return nil
 }
@@ -33,17 +34,17 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	if old == nil {
 		return fmt.Errorf("cluster %s has no %s", c.name, apiServerName)
 	}
-	if !old.exited() {
+	if !old.Exited() {
 		return fmt.Errorf("the %s of cluster %s is still running", apiServerName, c.name)
 	}
-	p, err := startProcess(apiServerName, old.cmd.Path, old.cmd.Args[1:], nil, filepath.Dir(old.logPath))
+	p, err := old.Restart()
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.procs[slices.Index(c.procs, old)] = p
 	c.mu.Unlock()
-	c.logf("Cluster %s: started %s again (pid %d)", c.name, apiServerName, p.pid())
+	c.logf("Cluster %s: started %s again (pid %d)", c.name, apiServerName, p.Pid())
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	begin := time.Now()
@@ -56,11 +57,11 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 }
 
 // component returns the latest process of the named component, or nil.
-func (c *Cluster) component(name string) *process {
-	procs := c.processes()
-	for i := len(procs) - 1; i >= 0; i-- {
-		if procs[i].name == name {
-			return procs[i]
+func (c *Cluster) component(name string) *procs.Process {
+	started := c.processes()
+	for i := len(started) - 1; i >= 0; i-- {
+		if started[i].Name() == name {
+			return started[i]
 		}
 	}
 	return nil

@@ -11,12 +11,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // Options describe one local cluster. The zero value plus a Name is a usable cluster with no
@@ -84,7 +87,7 @@ type Cluster struct {
 	logf       func(format string, args ...any)
 
 	mu    sync.Mutex
-	procs []*process
+	procs []*procs.Process
 
 	stopOnce sync.Once
 	stopErr  error
@@ -104,7 +107,14 @@ const (
 	markerFile = ".localcluster"
 	// pollInterval is how often start-up conditions are checked.
 	pollInterval = 100 * time.Millisecond
+	// stopGrace is how long a component gets to exit after SIGTERM before it is killed. The
+	// API server's graceful shutdown waits for watches to drain; nothing here needs that.
+	stopGrace = 5 * time.Second
 )
+
+// errPortConflict marks a start that failed because a chosen port was taken between choosing it
+// and the component binding it; Start retries with new ports then.
+var errPortConflict = errors.New("port already in use")
 
 // The service network of every local cluster. Real nodes (package e2e/realnode) route it and
 // translate the kubernetes Service address themselves, as they run no kube-proxy.
@@ -208,21 +218,21 @@ func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		start := time.Now()
 		c.mu.Lock()
-		procs := c.procs
+		running := c.procs
 		c.mu.Unlock()
 		// Clients go first, then the API server, then etcd: an API server whose etcd is gone
 		// spends the whole grace period trying to remove its lease, while in this order the
 		// whole cluster stops in about a second. Processes of one tier stop in parallel.
 		for tier := len(stopTiers); tier >= 0; tier-- {
 			var wg sync.WaitGroup
-			for _, p := range procs {
-				if stopTier(p.name) != tier {
+			for _, p := range running {
+				if stopTier(p.Name()) != tier {
 					continue
 				}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					p.stop()
+					p.Stop(stopGrace)
 				}()
 			}
 			wg.Wait()
@@ -271,29 +281,22 @@ func stopTier(name string) int {
 	return len(stopTiers)
 }
 
-// addProcess records a started process so that Stop ends it.
-func (c *Cluster) addProcess(p *process) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.procs = append(c.procs, p)
-}
-
 // processes returns the processes started so far.
-func (c *Cluster) processes() []*process {
+func (c *Cluster) processes() []*procs.Process {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]*process(nil), c.procs...)
+	return append([]*procs.Process(nil), c.procs...)
 }
 
 // checkAlive returns an error quoting the log of the first process that has exited. During start
-// every component is expected to keep running.
+// every component is expected to keep running; one that could not bind its port marks the
+// error with errPortConflict.
 func (c *Cluster) checkAlive() error {
-	for _, p := range c.processes() {
-		if p.exited() {
-			return p.exitError()
-		}
+	err := procs.FirstExit(c.processes()...)
+	if err != nil && strings.Contains(err.Error(), "address already in use") {
+		return fmt.Errorf("%w: %w", errPortConflict, err)
 	}
-	return nil
+	return err
 }
 
 // start makes one attempt at starting the cluster; on error it stops what it started.
@@ -561,14 +564,22 @@ func removeStaleTempDirs() {
 	}
 }
 
-// run starts a component and records it. The start is logged so the log file can be found.
-func (c *Cluster) run(name, bin string, env []string, args ...string) error {
-	p, err := startProcess(name, bin, args, env, filepath.Join(c.dir, "logs"))
+// run starts a component in a process group of its own, so that Stop and Pause reach whatever
+// it forks, and records it. extraEnv is added to the inherited environment. The start is logged
+// so the log file can be found.
+func (c *Cluster) run(name, bin string, extraEnv []string, args ...string) error {
+	o := procs.Options{Name: name, Path: bin, Args: args, LogDir: filepath.Join(c.dir, "logs"), Group: true}
+	if extraEnv != nil {
+		o.Env = append(os.Environ(), extraEnv...)
+	}
+	p, err := procs.Start(o)
 	if err != nil {
 		return err
 	}
-	c.addProcess(p)
-	c.logf("Cluster %s: started %s (pid %d, log %s)", c.name, name, p.pid(), p.logPath)
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	c.logf("Cluster %s: started %s (pid %d, log %s)", c.name, name, p.Pid(), p.LogPath())
 	return nil
 }
 
@@ -610,25 +621,7 @@ func (c *Cluster) poll(ctx context.Context, what string, cond func() (bool, erro
 
 // poll is Cluster.poll with the liveness check passed in.
 func poll(ctx context.Context, what string, alive func() error, cond func() (bool, error), last func() error) error {
-	ticker := time.NewTicker(pollInterval)
-	defer ticker.Stop()
-	for {
-		if err := alive(); err != nil {
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		}
-		ok, err := cond()
-		if err != nil {
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last: %w)", what, ctx.Err(), last())
-		case <-ticker.C:
-		}
-	}
+	return procs.Poll(ctx, procs.Wait{What: what, Interval: pollInterval, Alive: alive, Last: last}, cond)
 }
 
 // reservedPorts are ports handed out to clusters of this process and not yet released, so that

@@ -326,7 +326,7 @@ type clusterState struct {
 func snapshot(c *Cluster) clusterState {
 	s := clusterState{dir: c.dir, owned: c.ownsDir, ports: append([]int(nil), c.ports...)}
 	for _, p := range c.processes() {
-		s.pids = append(s.pids, p.pid())
+		s.pids = append(s.pids, p.Pid())
 	}
 	return s
 }
@@ -360,26 +360,12 @@ func expectNothingLeft(g Gomega, s clusterState) {
 
 // logMemory logs the resident memory of every component, for sizing CI machines.
 func logMemory(t *testing.T, c *Cluster) {
-	var total int
+	var total uint64
 	var parts []string
 	for _, p := range c.processes() {
-		kib := rssKiB(p.pid())
-		total += kib
-		parts = append(parts, p.name+"="+strconv.Itoa(kib/1024)+"MiB")
+		rss := p.RSS()
+		total += rss
+		parts = append(parts, p.Name()+"="+strconv.FormatUint(rss>>20, 10)+"MiB")
 	}
-	t.Logf("Cluster %s resident memory: %s, total %d MiB", c.Name(), strings.Join(parts, " "), total/1024)
-}
-
-func rssKiB(pid int) int {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kib, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-			return kib
-		}
-	}
-	return 0
+	t.Logf("Cluster %s resident memory: %s, total %d MiB", c.Name(), strings.Join(parts, " "), total>>20)
 }

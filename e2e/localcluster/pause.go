@@ -25,11 +25,11 @@ func (c *Cluster) Resume(component string) error {
 func (c *Cluster) signal(component string, sig syscall.Signal) error {
 	found := false
 	for _, p := range c.processes() {
-		if p.name != component || p.exited() {
+		if p.Name() != component || p.Exited() {
 			continue
 		}
 		found = true
-		if err := syscall.Kill(-p.pid(), sig); err != nil {
+		if err := p.Signal(sig); err != nil {
 			return fmt.Errorf("sending %s to %s of cluster %s: %w", sig, component, c.name, err)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // StartForTest starts a cluster for a test and stops it in t.Cleanup. When the binaries are not
@@ -78,7 +80,7 @@ func registerCleanup(t testing.TB, clusters ...*Cluster) {
 		if t.Failed() {
 			for _, c := range clusters {
 				for _, p := range c.processes() {
-					t.Logf("Cluster %s: last lines of %s:\n%s", c.name, p.logPath, p.logTail(logTailLines))
+					t.Logf("Cluster %s: last lines of %s:\n%s", c.name, p.LogPath(), procs.LogTail(p.LogPath(), procs.TailLines))
 				}
 			}
 		}

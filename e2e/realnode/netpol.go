@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // ErrKubeRouterMissing is wrapped when NetworkPolicyOptions.KubeRouter is not an executable.
@@ -228,30 +229,26 @@ func (n *Node) startKubeRouter(ctx context.Context, o NetworkPolicyOptions) erro
 // rules themselves: kube-router creates its chains before syncing, but writes the rules that
 // accept policy-allowed traffic at the end of each chain only with the restore of a full sync,
 // which applies every rule of the node's pods at once.
-func (n *Node) waitPolicySync(ctx context.Context, p *proc) error {
+func (n *Node) waitPolicySync(ctx context.Context, p *procs.Process) error {
 	save, err := lookTool("iptables-save")
 	if err != nil {
 		return err
 	}
 	last := errors.New("no sync yet")
-	for {
-		if p.exited() {
-			return fmt.Errorf("waiting for kube-router's first sync: %w", p.exitError())
-		}
-		out, err := n.Command(ctx, save, "-t", "filter").Output()
-		switch {
-		case err != nil:
-			last = fmt.Errorf("running iptables-save in the node's namespace: %w", err)
-		case policySynced(string(out)):
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for kube-router's first sync: %w (last: %w); last lines of its log:\n%s",
-				ctx.Err(), last, logTail(n.LogPath(kubeRouterName), 30))
-		case <-time.After(nodePollInterval):
-		}
+	w := procs.Wait{
+		What:     "kube-router's first sync",
+		Interval: nodePollInterval,
+		Alive:    func() error { return procs.FirstExit(p) },
+		Last:     func() error { return last },
+		Log:      p.LogPath(),
 	}
+	return procs.Poll(ctx, w, func() (bool, error) {
+		out, err := n.Command(ctx, save, "-t", "filter").Output()
+		if err != nil {
+			last = fmt.Errorf("running iptables-save in the node's namespace: %w", err)
+		}
+		return err == nil && policySynced(string(out)), nil
+	})
 }
 
 // policySynced reports whether iptables-save output of the filter table shows a full sync of

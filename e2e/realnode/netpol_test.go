@@ -124,11 +124,7 @@ func TestNetworkPolicy(t *testing.T) {
 	g := NewWithT(t)
 
 	v := images.DefaultVersions()
-	set, err := images.Build(t.Context(), binDir(t), v, images.Pause, images.Toolbox)
-	if err != nil {
-		skipOrFail(t, fmt.Errorf("%w: building the pause and toolbox images: %w", ErrHostUnsupported, err))
-	}
-	pause, toolbox := set[images.Pause], set[images.Toolbox]
+	pause, toolbox := podImages(t)
 	cluster := localcluster.StartForTest(t, localcluster.Options{Name: "rn-np", RealNodes: run.ClusterOptions(1)})
 	node := StartNodeForTest(t, run, NodeOptions{
 		Cluster: cluster, ClusterNumber: 1, Index: 0,
@@ -137,7 +133,7 @@ func TestNetworkPolicy(t *testing.T) {
 	})
 	kubelet, containerd := node.Memory()
 	t.Logf("Measured: node start with NetworkPolicy enforcement %s; RSS kubelet %d MiB, containerd %d MiB, kube-router %d MiB",
-		node.StartDuration().Round(time.Millisecond), kubelet>>20, containerd>>20, node.kubeRouter.rss()>>20)
+		node.StartDuration().Round(time.Millisecond), kubelet>>20, containerd>>20, node.kubeRouter.RSS()>>20)
 	cfg := cluster.RESTConfig()
 	cs, err := kubernetes.NewForConfig(cfg)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // DefaultRootDir is kubelet's usual root directory. The node that runs the CSI node plugin must
@@ -91,9 +92,9 @@ type Node struct {
 	started time.Duration
 
 	mu         sync.Mutex
-	containerd *proc
-	kubelet    *proc
-	kubeRouter *proc // nil unless NodeOptions.NetworkPolicy is set
+	containerd *procs.Process
+	kubelet    *procs.Process
+	kubeRouter *procs.Process // nil unless NodeOptions.NetworkPolicy is set
 	forwarders []*Forwarder
 
 	stopOnce sync.Once
@@ -415,23 +416,22 @@ func (n *Node) waitContainerd(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, containerdStartTimeout)
 	defer cancel()
 	last := errors.New("no socket yet")
-	for {
-		if n.containerd.exited() {
-			return n.containerd.exitError()
+	w := procs.Wait{
+		What:     "containerd",
+		Interval: nodePollInterval,
+		Alive:    func() error { return procs.FirstExit(n.containerd) },
+		Last:     func() error { return last },
+	}
+	return procs.Poll(ctx, w, func() (bool, error) {
+		if _, err := os.Stat(n.rec.ContainerdSocket); err != nil {
+			return false, nil //nolint:nilerr // not created yet: poll again
 		}
-		if _, err := os.Stat(n.rec.ContainerdSocket); err == nil {
-			out, err := exec.CommandContext(ctx, "ctr", "--address", n.rec.ContainerdSocket, "version").CombinedOutput()
-			if err == nil {
-				return nil
-			}
+		out, err := exec.CommandContext(ctx, "ctr", "--address", n.rec.ContainerdSocket, "version").CombinedOutput()
+		if err != nil {
 			last = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for containerd: %w (last: %w)", ctx.Err(), last)
-		case <-time.After(nodePollInterval):
-		}
-	}
+		return err == nil, nil
+	})
 }
 
 // waitRegistered waits until kubelet has created the Node.
@@ -473,31 +473,19 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	})
 }
 
-// poll runs cond until it is true, fails, a node process exits or ctx ends.
+// poll runs cond until it is true, fails, a node process exits or ctx ends; a timeout quotes
+// the end of the kubelet log.
 func (n *Node) poll(ctx context.Context, what string, cond func() (bool, error)) error {
-	for {
-		n.mu.Lock()
-		procs := []*proc{n.containerd, n.kubelet, n.kubeRouter}
-		n.mu.Unlock()
-		for _, p := range procs {
-			if p != nil && p.exited() {
-				return fmt.Errorf("waiting for %s: %w", what, p.exitError())
-			}
-		}
-		ok, err := cond()
-		if err != nil {
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w; last lines of the kubelet log:\n%s", what, ctx.Err(),
-				logTail(filepath.Join(n.logDir, "kubelet.log"), 20))
-		case <-time.After(nodePollInterval):
-		}
-	}
+	return procs.Poll(ctx, procs.Wait{
+		What:     what,
+		Interval: nodePollInterval,
+		Alive: func() error {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			return procs.FirstExit(n.containerd, n.kubelet, n.kubeRouter)
+		},
+		Log: n.LogPath("kubelet"),
+	}, cond)
 }
 
 // ImportImages imports image tars (OCI image layout) into the node's containerd, in the
@@ -590,7 +578,7 @@ func (n *Node) StartDuration() time.Duration { return n.started }
 func (n *Node) Memory() (kubelet, containerd uint64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.kubelet.rss(), n.containerd.rss()
+	return n.kubelet.RSS(), n.containerd.RSS()
 }
 
 // Stop stops kube-router and kubelet, kills every process in the node's cgroups (containers,
@@ -607,11 +595,11 @@ func (n *Node) Stop() error {
 		var errs []error
 		// kube-router leaves its rules and ipsets when it exits; they live in the node's
 		// namespace and go with it.
-		kubeRouter.stop()
-		kubelet.stop()
+		kubeRouter.Stop(procStopGrace)
+		kubelet.Stop(procStopGrace)
 		// Whatever kubelet leaves running dies with its cgroups; containerd first gets the
 		// chance to exit on its own so its state is consistent for the log.
-		containerd.stop()
+		containerd.Stop(procStopGrace)
 		if err := cleanupNode(&n.rec, n.run.logf); err != nil {
 			errs = append(errs, err)
 		}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 func TestPlan(t *testing.T) {
@@ -172,18 +173,24 @@ func expectNothingLeft(g Gomega, before hostSnapshot, n nodeRecord, runDir strin
 	}
 }
 
+// podImages builds the pause and toolbox images the test nodes run; a host that cannot build
+// them is treated like one that cannot run real nodes.
+func podImages(t *testing.T) (pause, toolbox images.Built) {
+	t.Helper()
+	set, err := images.Build(t.Context(), binDir(t), images.DefaultVersions(), images.Pause, images.Toolbox)
+	if err != nil {
+		skipOrFail(t, fmt.Errorf("%w: building the pause and toolbox images: %w", ErrHostUnsupported, err))
+	}
+	return set[images.Pause], set[images.Toolbox]
+}
+
 func TestRealNode(t *testing.T) {
 	run := NewRunForTest(t)
 	// Taken under the run's lock, after its sweep: another process's run may have held the
 	// host until then.
 	before := snapshotHost(t)
 	g := NewWithT(t)
-
-	set, err := images.Build(t.Context(), binDir(t), images.DefaultVersions(), images.Pause, images.Toolbox)
-	if err != nil {
-		skipOrFail(t, fmt.Errorf("%w: building the pause and toolbox images: %w", ErrHostUnsupported, err))
-	}
-	pause, toolbox := set[images.Pause], set[images.Toolbox]
+	pause, toolbox := podImages(t)
 
 	cluster := localcluster.StartForTest(t, localcluster.Options{Name: "rn", RealNodes: run.ClusterOptions(1)})
 	node := StartNodeForTest(t, run, NodeOptions{
@@ -479,9 +486,9 @@ func TestSweepAfterKill(t *testing.T) {
 	for rec.RunDir == "" {
 		select {
 		case err := <-exited:
-			t.Fatalf("The child exited before its node ran a pod (%v):\n%s", err, logTail(logPath, 60))
+			t.Fatalf("The child exited before its node ran a pod (%v):\n%s", err, procs.LogTail(logPath, 60))
 		case <-deadline:
-			t.Fatalf("The child's node did not run a pod in time:\n%s", logTail(logPath, 60))
+			t.Fatalf("The child's node did not run a pod in time:\n%s", procs.LogTail(logPath, 60))
 		case <-time.After(200 * time.Millisecond):
 		}
 		if err := readJSON(ready, &rec); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -552,11 +559,7 @@ func TestTwoClusters(t *testing.T) {
 	// host until then.
 	before := snapshotHost(t)
 	g := NewWithT(t)
-	set, err := images.Build(t.Context(), binDir(t), images.DefaultVersions(), images.Pause, images.Toolbox)
-	if err != nil {
-		skipOrFail(t, fmt.Errorf("%w: building the pause and toolbox images: %w", ErrHostUnsupported, err))
-	}
-	pause, toolbox := set[images.Pause], set[images.Toolbox]
+	pause, toolbox := podImages(t)
 	mgmt, guest := localcluster.StartPairForTest(t,
 		localcluster.Options{Name: "mgmt", RealNodes: run.ClusterOptions(1)},
 		localcluster.Options{Name: "guest", RealNodes: run.ClusterOptions(2)})

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // BaseDir holds one directory per run (named by its id) and the host-wide lock file. It is on
@@ -147,7 +148,7 @@ func NewRun(ctx context.Context, opts RunOptions) (_ *Run, err error) {
 	if err := os.MkdirAll(filepath.Join(r.dir, "nodes"), 0o700); err != nil {
 		return nil, fmt.Errorf("creating run directory: %w", err)
 	}
-	ticks, err := processStartTicks(os.Getpid())
+	ticks, err := procs.StartTicks(os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("reading own start time: %w", err)
 	}
@@ -596,7 +597,7 @@ func ownerAlive(dir string) bool {
 	if err := readJSON(filepath.Join(dir, ownerFileName), &owner); err != nil || owner.PID <= 0 {
 		return false
 	}
-	ticks, err := processStartTicks(owner.PID)
+	ticks, err := procs.StartTicks(owner.PID)
 	return err == nil && ticks == owner.StartTicks
 }
 

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // NewRunForTest starts a run for a test and closes it when the test ends. It skips the test,
@@ -44,7 +46,7 @@ func StartNodeForTest(t testing.TB, r *Run, opts NodeOptions) *Node {
 				if _, err := os.Stat(n.LogPath(c)); err != nil {
 					continue // stopped already, and its logs with it
 				}
-				t.Logf("Real node %s: last lines of %s:\n%s", n.Name(), n.LogPath(c), logTail(n.LogPath(c), 40))
+				t.Logf("Real node %s: last lines of %s:\n%s", n.Name(), n.LogPath(c), procs.LogTail(n.LogPath(c), 40))
 			}
 		}
 		if err := n.Stop(); err != nil {

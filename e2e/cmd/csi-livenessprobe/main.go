@@ -23,16 +23,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"syscall"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/klog/v2"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/cmd/internal/sidecar"
 )
 
 // defaultHealthPort is upstream's default --health-port.
@@ -53,8 +48,7 @@ type options struct {
 }
 
 func main() {
-	klog.InitFlags(nil)
-	_ = flag.Set("logtostderr", "true")
+	sidecar.InitFlags()
 	var o options
 	flag.StringVar(&o.csiAddress, "csi-address", "/run/csi/socket", "Address of the CSI driver socket.")
 	flag.DurationVar(&o.probeTimeout, "probe-timeout", time.Second, "Timeout of each Probe call (and of dialling the driver).")
@@ -63,14 +57,7 @@ func main() {
 	flag.StringVar(&o.metricsAddress, "metrics-address", "", "(accepted for compatibility; the stand-in serves no metrics)")
 	flag.StringVar(&o.metricsPath, "metrics-path", "/metrics", "(accepted for compatibility; the stand-in serves no metrics)")
 	flag.Parse()
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, o); err != nil {
-		klog.ErrorS(err, "Stand-in livenessprobe failed")
-		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
-	}
-	klog.Flush()
+	sidecar.Main("livenessprobe", func(ctx context.Context) error { return run(ctx, o) })
 }
 
 // listenAddress picks the /healthz address from the flags, with upstream's rules.
@@ -96,7 +83,7 @@ func run(ctx context.Context, o options) error {
 		klog.InfoS("--metrics-address is accepted but the stand-in serves no metrics")
 	}
 	startCtx, cancel := context.WithTimeout(ctx, startupWait)
-	name, err := driverName(startCtx, o.csiAddress, o.probeTimeout)
+	name, err := sidecar.DriverName(startCtx, o.csiAddress, o.probeTimeout)
 	cancel()
 	if err != nil {
 		return err
@@ -127,42 +114,6 @@ func serve(ctx context.Context, lis net.Listener, p *prober) error {
 	}
 }
 
-// csiTarget turns a --csi-address (a path or a unix:// URL) into a gRPC target.
-func csiTarget(address string) string {
-	if filepath.IsAbs(address) {
-		return "unix://" + address
-	}
-	return address
-}
-
-// driverName asks the driver for its name, retrying until it answers or ctx ends.
-func driverName(ctx context.Context, address string, timeout time.Duration) (string, error) {
-	conn, err := grpc.NewClient(csiTarget(address), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return "", fmt.Errorf("connecting to the CSI driver at %s: %w", address, err)
-	}
-	defer func() { _ = conn.Close() }()
-	client := csi.NewIdentityClient(conn)
-	for attempt := 1; ; attempt++ {
-		callCtx, cancel := context.WithTimeout(ctx, timeout)
-		resp, err := client.GetPluginInfo(callCtx, &csi.GetPluginInfoRequest{}, grpc.WaitForReady(true))
-		cancel()
-		if err == nil {
-			return resp.GetName(), nil
-		}
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("asking the CSI driver at %s for its name: %w", address, err)
-		}
-		if attempt%10 == 1 {
-			klog.InfoS("Waiting for the CSI driver", "address", address, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-}
-
 // prober answers /healthz by probing the driver.
 type prober struct {
 	address string
@@ -170,10 +121,9 @@ type prober struct {
 	driver  string
 }
 
-// ServeHTTP dials the driver afresh for every request, as upstream does, so that a restarted
-// driver (a new socket) is probed rather than a dead connection.
+// ServeHTTP probes the driver for every request, dialling it afresh as upstream does.
 func (p *prober) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	ready, err := p.probe(req.Context())
+	ready, err := sidecar.Probe(req.Context(), p.address, p.timeout)
 	switch {
 	case err != nil:
 		w.WriteHeader(http.StatusInternalServerError)
@@ -188,22 +138,4 @@ func (p *prober) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		_, _ = w.Write([]byte("ok"))
 		klog.V(5).InfoS("Health check succeeded", "driver", p.driver)
 	}
-}
-
-// probe calls CSI Probe within the timeout. WaitForReady makes the call wait for the dial
-// (bounded by the same timeout) instead of failing at once while the connection comes up.
-func (p *prober) probe(ctx context.Context) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	conn, err := grpc.NewClient(csiTarget(p.address), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return false, fmt.Errorf("connecting to the CSI driver at %s: %w", p.address, err)
-	}
-	defer func() { _ = conn.Close() }()
-	resp, err := csi.NewIdentityClient(conn).Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
-	if err != nil {
-		return false, fmt.Errorf("probing the CSI driver at %s: %w", p.address, err)
-	}
-	// An unset Ready means ready (CSI spec, Probe).
-	return resp.GetReady() == nil || resp.GetReady().GetValue(), nil
 }

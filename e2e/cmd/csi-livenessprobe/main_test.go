@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/cmd/internal/sidecar"
 )
 
 // fakeIdentity is a CSI Identity service whose Probe answer the test chooses.
@@ -155,7 +157,7 @@ func TestListenAddress(t *testing.T) {
 func TestDriverNameGivesUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	_, err := driverName(ctx, filepath.Join(t.TempDir(), "absent.sock"), 100*time.Millisecond)
+	_, err := sidecar.DriverName(ctx, filepath.Join(t.TempDir(), "absent.sock"), 100*time.Millisecond)
 	if err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Errorf("err = %v", err)
 	}

@@ -29,18 +29,18 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/cmd/internal/sidecar"
 )
 
 // Modes, as upstream names them.
@@ -70,8 +70,7 @@ type options struct {
 }
 
 func main() {
-	klog.InitFlags(nil)
-	_ = flag.Set("logtostderr", "true")
+	sidecar.InitFlags()
 	var o options
 	flag.StringVar(&o.csiAddress, "csi-address", "/run/csi/socket", "Path of the CSI driver socket to ask for the driver name.")
 	flag.StringVar(&o.pluginRegistrationPath, "plugin-registration-path", "/registration", "Path of the kubelet plugin registration directory (as mounted in this container).")
@@ -89,13 +88,7 @@ func main() {
 		fmt.Println(os.Args[0], version)
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, o); err != nil {
-		klog.ErrorS(err, "Stand-in node-driver-registrar failed")
-		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
-	}
-	klog.Flush()
+	sidecar.Main("node-driver-registrar", func(ctx context.Context) error { return run(ctx, o) })
 }
 
 // run validates the flags and runs the selected mode until ctx ends.
@@ -157,45 +150,14 @@ func registrationProbePath(kubeletRegistrationPath string) string {
 	return filepath.Join(filepath.Dir(kubeletRegistrationPath), "registration")
 }
 
-// csiTarget turns a --csi-address (a path or a unix:// URL) into a gRPC target.
-func csiTarget(address string) string {
-	if filepath.IsAbs(address) {
-		return "unix://" + address
-	}
-	return address
-}
-
-// driverName asks the CSI driver for its name, retrying until it answers or ctx ends: the
-// driver container may start after this one, and its socket appears only then. Upstream waits
-// for the connection the same way.
+// driverName asks the CSI driver for its name, waiting for it (see sidecar.DriverName). An
+// empty name is an error: the registration socket is named after the driver.
 func driverName(ctx context.Context, address string, timeout time.Duration) (string, error) {
-	conn, err := grpc.NewClient(csiTarget(address), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return "", fmt.Errorf("connecting to the CSI driver at %s: %w", address, err)
+	name, err := sidecar.DriverName(ctx, address, timeout)
+	if err == nil && name == "" {
+		return "", fmt.Errorf("CSI driver at %s returned an empty name", address)
 	}
-	defer func() { _ = conn.Close() }()
-	client := csi.NewIdentityClient(conn)
-	for attempt := 1; ; attempt++ {
-		callCtx, cancel := context.WithTimeout(ctx, timeout)
-		resp, err := client.GetPluginInfo(callCtx, &csi.GetPluginInfoRequest{}, grpc.WaitForReady(true))
-		cancel()
-		if err == nil {
-			if resp.GetName() == "" {
-				return "", fmt.Errorf("CSI driver at %s returned an empty name", address)
-			}
-			return resp.GetName(), nil
-		}
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("asking the CSI driver at %s for its name: %w", address, err)
-		}
-		if attempt%10 == 1 {
-			klog.InfoS("Waiting for the CSI driver", "address", address, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
+	return name, err
 }
 
 // registrar answers the kubelet's plugin watcher.
