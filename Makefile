@@ -84,8 +84,10 @@ PREREQS = env BIN=$(BIN) LDFLAGS='$(LDFLAGS)' KUBE_VERSION=$(KUBE_VERSION) ETCD_
   KWOK_VERSION=$(KWOK_VERSION) $(OPERAND_VERSIONS) REALNODE_HOST_PACKAGES='$(REALNODE_HOST_PACKAGES)' \
   OPERAND_HOST_PACKAGES='$(OPERAND_HOST_PACKAGES)' OPERAND_IMAGE_FLAGS='$(OPERAND_IMAGE_FLAGS)' e2e/hack/prereqs.sh
 SIMULATED_STEPS := operator harness control-plane etcd kwok
-REAL_NODE_STEPS := operator harness host-packages control-plane etcd kwok kubelet pause sidecars kube-rbac-proxy \
+REAL_NODE_STEPS := operator harness host-packages control-plane etcd kubelet pause sidecars kube-rbac-proxy \
   kube-router cinder-csi-plugin images
+# make test: both kinds of nodes, and the upstream suite.
+TEST_STEPS := $(REAL_NODE_STEPS) kwok external-storage-suite
 # run-local's nodes as decided from REAL_NODES and the host (auto: real where possible).
 RUN_LOCAL_REAL := $(if $(filter false,$(REAL_NODES)),,$(if $(filter yes,$(REAL_NODES_POSSIBLE)),yes,$(if $(filter true,$(REAL_NODES)),yes)))
 # A numbered phase of a long target: heading, the command's own output, its time.
@@ -106,7 +108,7 @@ run-local: ## Start local clusters (real nodes where the host allows), a fake Op
 
 .PHONY: test
 test: ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
-	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(REAL_NODE_STEPS) external-storage-suite,$(SIMULATED_STEPS))
+	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(TEST_STEPS),$(SIMULATED_STEPS))
 	@$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
 	@$(PHASE) "3/6 harness and integration tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
 	@$(PHASE) "4/6 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
@@ -208,7 +209,7 @@ func (e *Env) RunOperatorForTest(t testing.TB, o OperatorOptions) *Operator {
 	t.Cleanup(func() {
 		_ = logFile.Close()
 		if t.Failed() {
-			t.Logf("The operator's log ended with:\n%s", lastLines(logPath, failureLogLines))
+			t.Logf("The operator's log ended with:\n%s", procs.LogTail(logPath, failureLogLines))
 		}
 	})
 	o.logFile = logFile
@@ -227,19 +228,6 @@ func (e *Env) RunOperatorForTest(t testing.TB, o OperatorOptions) *Operator {
 // failureLogLines is how much of the operator's log a failed test shows: a few reconciles'
 // worth, enough to see what the operator last did and why.
 const failureLogLines = 300
-
-// lastLines returns the last n lines of the file at path, or why it cannot.
-func lastLines(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
 
 // Running reports whether every manager is still running. A manager returns from Start before
 // Stop only when it crashed or gave up, which no input may cause.

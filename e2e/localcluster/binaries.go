@@ -36,8 +36,9 @@ type binaries struct {
 }
 
 // findBinaries locates the binaries a cluster needs. A control-plane-only cluster does not need
-// the controller-manager, scheduler or kwok, so their absence is not an error then.
-func findBinaries(controlPlaneOnly bool) (binaries, error) {
+// the controller-manager, scheduler or kwok, and one without fake nodes does not need kwok, so
+// their absence is not an error then.
+func findBinaries(controlPlaneOnly, kwok bool) (binaries, error) {
 	var b binaries
 	etcdDir, err := binDir(EtcdBinDirEnv, "etcd-v", "etcd")
 	if err != nil {
@@ -56,12 +57,15 @@ func findBinaries(controlPlaneOnly bool) (binaries, error) {
 	if controlPlaneOnly {
 		return b, nil
 	}
+	b.controllerManager = filepath.Join(kubeDir, "kube-controller-manager")
+	b.scheduler = filepath.Join(kubeDir, "kube-scheduler")
+	if !kwok {
+		return b, nil
+	}
 	kwokDir, err := binDir(KwokBinDirEnv, "kwok-v", "kwok", "stages.yaml")
 	if err != nil {
 		return b, err
 	}
-	b.controllerManager = filepath.Join(kubeDir, "kube-controller-manager")
-	b.scheduler = filepath.Join(kubeDir, "kube-scheduler")
 	b.kwok = filepath.Join(kwokDir, "kwok")
 	b.kwokStages = filepath.Join(kwokDir, "stages.yaml")
 	return b, nil

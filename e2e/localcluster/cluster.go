@@ -142,7 +142,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	bins, err := findBinaries(opts.ControlPlaneOnly)
+	bins, err := findBinaries(opts.ControlPlaneOnly, opts.needsKwok())
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +161,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 }
 
+// needsKwok reports whether the cluster runs kwok: for its fake nodes, or on every cluster
+// without real nodes (tests add fake nodes later). A cluster of real nodes only has nothing for
+// it to manage.
+func (o Options) needsKwok() bool {
+	return o.RealNodes == nil || o.Masters+o.Workers > 0
+}
+
 // StartPair starts two clusters concurrently, typically a HyperShift management cluster and a
 // guest cluster. If either fails, the other is stopped and both errors are returned.
 func StartPair(ctx context.Context, mgmt, guest Options) (*Cluster, *Cluster, error) {
@@ -168,7 +175,7 @@ func StartPair(ctx context.Context, mgmt, guest Options) (*Cluster, *Cluster, er
 		return nil, nil, fmt.Errorf("both clusters would use %s", filepath.Join(mgmt.WorkDir, mgmt.Name))
 	}
 	// Checked once up front so that missing binaries give one error rather than two.
-	if _, err := findBinaries(mgmt.ControlPlaneOnly && guest.ControlPlaneOnly); err != nil {
+	if _, err := findBinaries(mgmt.ControlPlaneOnly && guest.ControlPlaneOnly, mgmt.needsKwok() || guest.needsKwok()); err != nil {
 		return nil, nil, err
 	}
 	var (
@@ -464,21 +471,23 @@ func start(ctx context.Context, opts Options, bins binaries) (_ *Cluster, err er
 		); err != nil {
 			return nil, err
 		}
-		// kwok also reads ~/.kwok/kwok.yaml when it exists; a private HOME keeps a developer's
-		// own kwok configuration out of the cluster. Without --server-address and --node-port
-		// kwok opens no port.
-		manage := []string{"--manage-all-nodes=true"}
-		if opts.RealNodes != nil {
-			manage = []string{"--manage-all-nodes=false", "--manage-nodes-with-label-selector=" + kwokNodeLabel + "=" + kwokNodeValue}
-		}
-		kwokArgs := append([]string{
-			"--kubeconfig=" + kubeconfigs[kwokUser],
-			"--config=" + bins.kwokStages,
-			"--node-ip=" + fakeNodeIP,
-			"--cidr=" + podCIDR,
-		}, manage...)
-		if err := c.run("kwok", bins.kwok, []string{"HOME=" + dirs["kwok-home"]}, kwokArgs...); err != nil {
-			return nil, err
+		if opts.needsKwok() {
+			// kwok also reads ~/.kwok/kwok.yaml when it exists; a private HOME keeps a developer's
+			// own kwok configuration out of the cluster. Without --server-address and --node-port
+			// kwok opens no port.
+			manage := []string{"--manage-all-nodes=true"}
+			if opts.RealNodes != nil {
+				manage = []string{"--manage-all-nodes=false", "--manage-nodes-with-label-selector=" + kwokNodeLabel + "=" + kwokNodeValue}
+			}
+			kwokArgs := append([]string{
+				"--kubeconfig=" + kubeconfigs[kwokUser],
+				"--config=" + bins.kwokStages,
+				"--node-ip=" + fakeNodeIP,
+				"--cidr=" + podCIDR,
+			}, manage...)
+			if err := c.run("kwok", bins.kwok, []string{"HOME=" + dirs["kwok-home"]}, kwokArgs...); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := c.bootstrap(ctx, opts); err != nil {

@@ -33,7 +33,7 @@ func TestFindBinaries(t *testing.T) {
 		t.Setenv(EtcdBinDirEnv, etcdDir)
 		t.Setenv(KubeBinDirEnv, t.TempDir())
 
-		_, err := findBinaries(true)
+		_, err := findBinaries(true, false)
 
 		g.Expect(errors.Is(err, ErrBinariesMissing)).To(BeTrue(), "error: %v", err)
 		g.Expect(err.Error()).To(And(ContainSubstring("kube-apiserver"), ContainSubstring(KubeBinDirEnv),
@@ -47,11 +47,11 @@ func TestFindBinaries(t *testing.T) {
 		t.Setenv(EtcdBinDirEnv, etcdDir)
 		t.Setenv(KubeBinDirEnv, kubeDir)
 
-		b, err := findBinaries(true)
+		b, err := findBinaries(true, false)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(b.apiserver).To(Equal(filepath.Join(kubeDir, "kube-apiserver")))
 
-		_, err = findBinaries(false)
+		_, err = findBinaries(false, true)
 		g.Expect(errors.Is(err, ErrBinariesMissing)).To(BeTrue(), "error: %v", err)
 	})
 }

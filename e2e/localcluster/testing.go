@@ -58,14 +58,15 @@ func skipShort(t testing.TB) {
 // failStart skips for missing binaries outside CI and fails otherwise.
 func failStart(t testing.TB, err error) {
 	t.Helper()
-	if errors.Is(err, ErrBinariesMissing) && !inCI() {
+	if errors.Is(err, ErrBinariesMissing) && !InCI() {
 		t.Skipf("Skipping: local cluster binaries are not built (set CI=true to make this a failure): %v", err)
 	}
 	t.Fatalf("Starting local cluster: %v", err)
 }
 
-// inCI reports whether the CI environment variable is set to a true value.
-func inCI() bool {
+// InCI reports whether the CI environment variable is set to a true value: there, a test that
+// cannot run its clusters or nodes fails instead of skipping.
+func InCI() bool {
 	switch os.Getenv("CI") {
 	case "", "0", "false", "False", "FALSE":
 		return false

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
@@ -62,17 +63,8 @@ func skipOrFail(t testing.TB, err error) {
 	t.Helper()
 	capable := runtime.GOOS == "linux" && os.Geteuid() == 0
 	missing := errors.Is(err, ErrHostUnsupported) || errors.Is(err, ErrKubeletMissing) || errors.Is(err, ErrKubeRouterMissing)
-	if missing && !(capable && inCI()) {
+	if missing && !(capable && localcluster.InCI()) {
 		t.Skipf("Skipping: %v (with CI=true, as root on Linux, this is a failure)", err)
 	}
 	t.Fatalf("Real nodes: %v", err)
-}
-
-// inCI reports whether the CI environment variable is set to a true value.
-func inCI() bool {
-	switch os.Getenv("CI") {
-	case "", "0", "false", "False", "FALSE":
-		return false
-	}
-	return true
 }

@@ -15,7 +15,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -144,20 +144,22 @@ func run(ctx context.Context) error {
 			return err
 		}
 		defer func() { _ = logFile.Close() }()
-		procs, err := e.StartOperatorProcesses(env.ProcessOptions{Binary: *binary, Output: logFile, Split: *split})
+		processes, err := e.StartOperatorProcesses(env.ProcessOptions{Binary: *binary, Output: logFile, Split: *split})
 		if err != nil {
 			return err
 		}
 		defer func() {
-			if err := procs.Stop(); err != nil {
+			if err := processes.Stop(); err != nil {
 				fmt.Fprintln(os.Stderr, "stopping the operator:", err)
 			}
 		}()
 		fmt.Printf("Operator started as processes on this host (log: %s)\n", logPath)
-		for _, p := range procs.Pids() {
+		for _, p := range processes.Pids() {
 			fmt.Printf("  %s: pid %d\n", p.Name, p.Pid)
 		}
-		failed, logHint = procs.Exited(), func() string { return logTail(logPath) }
+		failed, logHint = processes.Exited(), func() string {
+			return fmt.Sprintf("\nlast lines of %s:\n%s", logPath, procs.LogTail(logPath, 10))
+		}
 	}
 
 	d, err := waitAvailable(ctx, e.GuestClient, failed, 5*time.Minute)
@@ -181,20 +183,6 @@ func run(ctx context.Context) error {
 	}
 	fmt.Println("\nStopping everything run-local started.")
 	return nil
-}
-
-// logTail returns the operator log's last lines, indented under a heading, for an error
-// message: what a user needs to see first when the operator did not come up.
-func logTail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) == 0 {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 10 {
-		lines = lines[len(lines)-10:]
-	}
-	return fmt.Sprintf("\nlast lines of %s:\n  %s", path, strings.Join(lines, "\n  "))
 }
 
 // waitAvailable polls the ClusterCSIDriver until the controller and node are Available; an
