@@ -108,7 +108,7 @@ for s in "${steps[@]}"; do
   fi
   if [ "$s" = host-packages ] && [ $i -lt "$total" ]; then
     apt_log=$(mktemp) apt_step=$head
-    echo "$head: installing beside the next builds"
+    echo "$head: checking (and installing what is missing) beside the next builds"
     build "$s" >"$apt_log" 2>&1 &
     apt_pid=$!
     continue

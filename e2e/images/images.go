@@ -19,11 +19,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	sharedimages "github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 )
 
@@ -309,10 +309,14 @@ func buildStandins(ctx context.Context, binDir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("building stand-ins: %w", err)
 	}
+	module, err := harnessModule()
+	if err != nil {
+		return fmt.Errorf("building stand-ins: %w", err)
+	}
 	for name, pkg := range standinPackages {
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, name), pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		cmd.Dir = moduleRoot()
+		cmd.Dir = module
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("building stand-in %s: %w: %s", name, err, strings.TrimSpace(string(out)))
 		}
@@ -320,19 +324,15 @@ func buildStandins(ctx context.Context, binDir string) error {
 	return nil
 }
 
-// moduleRoot returns the harness module's directory (from this source file's path), so that
-// the stand-ins build whatever the caller's working directory is; "" (the working directory) when
-// the source is not at hand.
-func moduleRoot() string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return ""
+// harnessModule returns the harness module's directory (e2e/ of the repository found above the
+// working directory), where the stand-ins' packages build. Not from this source file's path:
+// the harness's commands are built with -trimpath, which drops it.
+func harnessModule() (string, error) {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return "", err
 	}
-	root := filepath.Join(filepath.Dir(file), "..")
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		return ""
-	}
-	return root
+	return filepath.Join(root, "e2e"), nil
 }
 
 // recipe says how one image is made.
