@@ -216,15 +216,15 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	cd e2e && $(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
-verify: ## Check formatting, vet, go.mod tidiness, golden files and the image's build command.
+verify: ## Check formatting, that the product imports nothing from e2e/, vet, go.mod tidiness (both modules), golden files and the image's build command.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out" >&2; exit 1; }
+	@bad=$$(go list -e -deps -test -f '{{.ImportPath}}' ./... | grep -E '^$(PRODUCT_MODULE)/e2e(/|$$)' || true); \
+	  [ -z "$$bad" ] || { echo "the product imports the harness (e2e/ is a module of its own; move what is shared into the product):" >&2; echo "$$bad" >&2; exit 1; }
 	go vet ./...
 	$(E2E_GO) vet ./...
 	$(E2E_GO) vet -tags=e2e ./...
 	go mod tidy -diff
 	$(E2E_GO) mod tidy -diff
-	@bad=$$(go list -deps -test -f '{{.ImportPath}}' ./... | grep -E '^$(PRODUCT_MODULE)/e2e(/|$$)' || true); \
-	  [ -z "$$bad" ] || { echo "the product imports the harness (e2e/ is a module of its own; move what is shared into the product):" >&2; echo "$$bad" >&2; exit 1; }
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o /dev/null ./cmd/cinder-csi-operator
 	go test -count=1 ./controlplane/... ./guest/... ./manifests/... ./shared/testutil/golden/...
 
