@@ -94,25 +94,26 @@ build_kubelet() {
   built=1
 }
 
-build_cinder() {
-  local v=$CINDER_CSI_PLUGIN_VERSION out="$bin/cinder-csi-plugin-$CINDER_CSI_PLUGIN_VERSION/cinder-csi-plugin"
+# build_main_module <name> <module> <version> <package> <ldflags>: builds a command of a module
+# that is built as the main module (so its replace directives apply) into <bin>/<name>-<version>.
+build_main_module() {
+  local out="$bin/$1-$3/$1"
   [ -x "$out" ] && return 0
-  local dir
-  dir=$(main_module "k8s.io/cloud-provider-openstack@$v")
-  # The version variables upstream's Makefile sets.
-  go_build "$dir" "$out" ./cmd/cinder-csi-plugin \
-    "-X k8s.io/component-base/version.gitVersion=$v -X k8s.io/cloud-provider-openstack/pkg/version.Version=$v"
+  go_build "$(main_module "$2@$3")" "$out" "$4" "$5"
   built=1
 }
 
+# The version variables are the ones upstream's Makefiles set.
+build_cinder() {
+  local v=$CINDER_CSI_PLUGIN_VERSION
+  build_main_module cinder-csi-plugin k8s.io/cloud-provider-openstack "$v" ./cmd/cinder-csi-plugin \
+    "-X k8s.io/component-base/version.gitVersion=$v -X k8s.io/cloud-provider-openstack/pkg/version.Version=$v"
+}
+
 build_kube_rbac_proxy() {
-  local v=$KUBE_RBAC_PROXY_VERSION out="$bin/kube-rbac-proxy-$KUBE_RBAC_PROXY_VERSION/kube-rbac-proxy"
-  [ -x "$out" ] && return 0
-  local dir
-  dir=$(main_module "github.com/brancz/kube-rbac-proxy@$v")
-  go_build "$dir" "$out" ./cmd/kube-rbac-proxy \
+  local v=$KUBE_RBAC_PROXY_VERSION
+  build_main_module kube-rbac-proxy github.com/brancz/kube-rbac-proxy "$v" ./cmd/kube-rbac-proxy \
     "-X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version/verflag.programName=kube-rbac-proxy"
-  built=1
 }
 
 # kube-router runs on the real nodes as a host process (its network-policy controller only), not
