@@ -26,18 +26,8 @@ import (
 // hcpNamespace is the HostedControlPlane namespace of the test inputs.
 const hcpNamespace = "clusters-example"
 
-// testCA stands in for an OpenStack CA bundle: a real (self-signed, Ed25519) certificate, since
-// the operator refuses a CA it cannot parse.
-const testCA = "-----BEGIN CERTIFICATE-----\n" +
-	"MIIBVTCCAQegAwIBAgIUJXVTqn4fEgCu/5oh4sq6PxGIpagwBQYDK2VwMB8xHTAb\n" +
-	"BgNVBAMMFGV4YW1wbGUgT3BlblN0YWNrIENBMCAXDTI2MTEyNDA3MTcxMFoYDzIx\n" +
-	"MjYxMDMxMDcxNzEwWjAfMR0wGwYDVQQDDBRleGFtcGxlIE9wZW5TdGFjayBDQTAq\n" +
-	"MAUGAytlcAMhAC9jv/PwXrJxL9ofBFjBu4hZUH3fCP5jUGFvy1zC+oUPo1MwUTAd\n" +
-	"BgNVHQ4EFgQUgTqwvrJd6jPlx+VflW3Qyz129howHwYDVR0jBBgwFoAUgTqwvrJd\n" +
-	"6jPlx+VflW3Qyz129howDwYDVR0TAQH/BAUwAwEB/zAFBgMrZXADQQBb1bOLMXNP\n" +
-	"t5ASOYbVUTiIXGvML8Q6JPeS7eJxQ2xxLL9pTjT0LH5mdPD3l7WxtqDCKaNP9V8v\n" +
-	"Hzyn2i4E81AA\n" +
-	"-----END CERTIFICATE-----\n"
+// testCA stands in for an OpenStack CA bundle.
+const testCA = testutil.CA
 
 // testImages returns a full set of controller images, each naming its role.
 func testImages() images.Controller {

@@ -22,7 +22,7 @@ import (
 )
 
 // testCloudsYAML is a clouds.yaml with the default cloud.
-const testCloudsYAML = "clouds: {openstack: {auth: {auth_url: https://keystone.example:5000}}}\n"
+const testCloudsYAML = testutil.CloudsYAML
 
 // testUserConfig is a cinder-csi-config with one setting, so the fixtures show it carried over.
 const testUserConfig = "[BlockStorage]\nignore-volume-az = true\n"
