@@ -151,9 +151,11 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		st.Fold(names.ConditionControllerDegraded, err, "Reading the operator's inputs")
 		return ctrl.Result{}, err
 	}
-	p, err := desired(r.Decoder, r.Config, State{Driver: driver, Inputs: *in}, func(di detectionInputs) Detection {
-		return r.detection(ctx, di)
-	})
+	s := State{Driver: driver, Inputs: *in}
+	if listing, ok := detectionFor(r.Config, s); ok {
+		s.Detection = r.detection(ctx, listing)
+	}
+	p, err := Desired(r.Decoder, r.Config, s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -32,14 +32,13 @@ import (
 const (
 	guestKubeconfigVolume = "hosted-kubeconfig"
 	guestKubeconfigDir    = "/etc/hosted-kubernetes"
-	metricsCertVolume     = "metrics-serving-cert"
 	standalonePriority    = "system-cluster-critical"
 	hostnameTopologyKey   = "kubernetes.io/hostname"
 )
 
 // csiSidecars are the controller containers that talk to the Kubernetes API: on HyperShift they
 // reach the guest through its kubeconfig, and they elect a leader among controller replicas.
-var csiSidecars = []string{"csi-provisioner", "csi-attacher", "csi-resizer", "csi-snapshotter"}
+var csiSidecars = []string{manifests.ContainerProvisioner, manifests.ContainerAttacher, manifests.ContainerResizer, manifests.ContainerSnapshotter}
 
 // metricsProxy is one kube-rbac-proxy in front of a loopback metrics endpoint.
 type metricsProxy struct {
@@ -49,8 +48,11 @@ type metricsProxy struct {
 	exposed  int
 }
 
-// metricsProxies follows csi-operator's port registry (loopback 8202-8206, exposed 9202-9206),
-// so the metrics Service and any scrape configuration built for it keep working.
+// metricsProxies follows csi-operator's port registry and container names, so the metrics
+// Service and any scrape configuration built for csi-operator keep working. The sidecars'
+// listen addresses in controller.yaml, the metrics Service and the ServiceMonitor repeat its
+// ports and port names; TestDesiredController, TestDesiredControllerObjects and
+// TestDesiredServiceMonitor fail on any disagreement.
 var metricsProxies = []metricsProxy{
 	{name: "kube-rbac-proxy-8202", port: "driver-m", loopback: 8202, exposed: 9202},
 	{name: "provisioner-kube-rbac-proxy", port: "provisioner-m", loopback: 8203, exposed: 9203},
@@ -205,12 +207,12 @@ func desiredController(d *manifests.Decoder, in controllerInputs) (*appsv1.Deplo
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
 		switch {
-		case c.Name == "csi-driver":
+		case c.Name == manifests.ContainerDriver:
 			c.Args = append(c.Args, "--cluster="+in.ClusterID, "--with-topology="+strconv.FormatBool(in.Topology), verbosity)
 		case slices.Contains(csiSidecars, c.Name):
 			c.Args = append(c.Args, sidecarLeaderElectionArgs()...)
 			c.Args = append(c.Args, verbosity)
-		case c.Name == "csi-liveness-probe":
+		case c.Name == manifests.ContainerLivenessProbe:
 			c.Args = append(c.Args, verbosity)
 		}
 		plan.Harden(c)
@@ -284,7 +286,7 @@ func kubeRBACProxies(image string, profile tlsprofile.Settings) []corev1.Contain
 				corev1.ResourceCPU:    resource.MustParse("10m"),
 				corev1.ResourceMemory: resource.MustParse("20Mi"),
 			}},
-			VolumeMounts: []corev1.VolumeMount{{Name: metricsCertVolume, MountPath: "/etc/tls/private"}},
+			VolumeMounts: []corev1.VolumeMount{{Name: manifests.VolumeMetricsServingCert, MountPath: "/etc/tls/private"}},
 		})
 	}
 	return out
@@ -293,17 +295,17 @@ func kubeRBACProxies(image string, profile tlsprofile.Settings) []corev1.Contain
 // setControllerImages fills in every container's image by container role.
 func setControllerImages(pod *corev1.PodSpec, img images.Controller) error {
 	byName := map[string]string{
-		"csi-driver":         img.Driver,
-		"csi-provisioner":    img.Provisioner,
-		"csi-attacher":       img.Attacher,
-		"csi-resizer":        img.Resizer,
-		"csi-snapshotter":    img.Snapshotter,
-		"csi-liveness-probe": img.LivenessProbe,
+		manifests.ContainerDriver:        img.Driver,
+		manifests.ContainerProvisioner:   img.Provisioner,
+		manifests.ContainerAttacher:      img.Attacher,
+		manifests.ContainerResizer:       img.Resizer,
+		manifests.ContainerSnapshotter:   img.Snapshotter,
+		manifests.ContainerLivenessProbe: img.LivenessProbe,
 	}
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
 		image, ok := byName[c.Name]
-		if strings.Contains(c.Name, "kube-rbac-proxy") {
+		if manifests.IsKubeRBACProxy(c.Name) {
 			image, ok = img.KubeRBACProxy, true
 		}
 		if !ok {
@@ -377,7 +379,7 @@ func adaptStandaloneController(tmpl *corev1.PodTemplateSpec, in controllerInputs
 	pod.Affinity = &corev1.Affinity{PodAntiAffinity: controllerAntiAffinity()}
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
-		if c.Name == "csi-driver" {
+		if c.Name == manifests.ContainerDriver {
 			c.Env = append(c.Env, proxyEnv(in.Proxy)...)
 		}
 	}
@@ -396,7 +398,7 @@ func mountTrustedCA(pod *corev1.PodSpec) {
 	})
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
-		if c.Name == "csi-driver" {
+		if c.Name == manifests.ContainerDriver {
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: trustedCAVolume, MountPath: "/etc/pki/ca-trust/extracted/pem", ReadOnly: true})
 		}
 	}

@@ -2,6 +2,8 @@ package controlplane
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,18 +28,8 @@ import (
 // hcpNamespace is the HostedControlPlane namespace of the test inputs.
 const hcpNamespace = "clusters-example"
 
-// testCA stands in for an OpenStack CA bundle: a real (self-signed, Ed25519) certificate, since
-// the operator refuses a CA it cannot parse.
-const testCA = "-----BEGIN CERTIFICATE-----\n" +
-	"MIIBVTCCAQegAwIBAgIUJXVTqn4fEgCu/5oh4sq6PxGIpagwBQYDK2VwMB8xHTAb\n" +
-	"BgNVBAMMFGV4YW1wbGUgT3BlblN0YWNrIENBMCAXDTI2MTEyNDA3MTcxMFoYDzIx\n" +
-	"MjYxMDMxMDcxNzEwWjAfMR0wGwYDVQQDDBRleGFtcGxlIE9wZW5TdGFjayBDQTAq\n" +
-	"MAUGAytlcAMhAC9jv/PwXrJxL9ofBFjBu4hZUH3fCP5jUGFvy1zC+oUPo1MwUTAd\n" +
-	"BgNVHQ4EFgQUgTqwvrJd6jPlx+VflW3Qyz129howHwYDVR0jBBgwFoAUgTqwvrJd\n" +
-	"6jPlx+VflW3Qyz129howDwYDVR0TAQH/BAUwAwEB/zAFBgMrZXADQQBb1bOLMXNP\n" +
-	"t5ASOYbVUTiIXGvML8Q6JPeS7eJxQ2xxLL9pTjT0LH5mdPD3l7WxtqDCKaNP9V8v\n" +
-	"Hzyn2i4E81AA\n" +
-	"-----END CERTIFICATE-----\n"
+// testCA stands in for an OpenStack CA bundle.
+const testCA = testutil.CA
 
 // testImages returns a full set of controller images, each naming its role.
 func testImages() images.Controller {
@@ -291,6 +283,41 @@ func TestDesiredController(t *testing.T) {
 				}
 				slices.Sort(exposed)
 				g.Expect(exposed).To(Equal([]int32{9202, 9203, 9204, 9205, 9206}))
+			},
+		},
+		{
+			// The sidecars' listen addresses are in controller.yaml, the upstreams in metricsProxies:
+			// this is what keeps the two one fact.
+			name: "When rendered, it should forward each kube-rbac-proxy to a container's loopback metrics endpoint, one proxy each, and expose it within the metrics-range policy",
+			check: func(g Gomega, dep *appsv1.Deployment) {
+				// endpoints maps each loopback metrics port to the container serving it.
+				endpoints := map[string]string{}
+				for _, c := range dep.Spec.Template.Spec.Containers {
+					for _, flag := range []string{"http-endpoint", "metrics-address"} {
+						if addr, ok := testutil.FlagValue(c.Args, flag); ok && !manifests.IsKubeRBACProxy(c.Name) {
+							host, port, err := net.SplitHostPort(addr)
+							g.Expect(err).NotTo(HaveOccurred(), c.Name)
+							g.Expect(host == "localhost" || net.ParseIP(host).IsLoopback()).To(BeTrue(), "%s serves its metrics only to its proxy", c.Name)
+							endpoints[port] = c.Name
+						}
+					}
+				}
+				fronted := map[string]bool{}
+				for _, c := range dep.Spec.Template.Spec.Containers {
+					if !manifests.IsKubeRBACProxy(c.Name) {
+						continue
+					}
+					upstream, _ := testutil.FlagValue(c.Args, "upstream")
+					u, err := url.Parse(upstream)
+					g.Expect(err).NotTo(HaveOccurred(), c.Name)
+					g.Expect(endpoints).To(HaveKey(u.Port()), "%s forwards to a port where no container serves metrics", c.Name)
+					g.Expect(fronted).NotTo(HaveKey(endpoints[u.Port()]), "%s has two proxies", endpoints[u.Port()])
+					fronted[endpoints[u.Port()]] = true
+					// cluster-storage-operator's metrics-range NetworkPolicy admits TCP 9201-9223
+					// (09_network-policy-allow-ingress-to-metrics.yaml).
+					g.Expect(c.Ports[0].ContainerPort).To(And(BeNumerically(">=", 9201), BeNumerically("<=", 9223)), c.Name)
+				}
+				g.Expect(fronted).To(HaveLen(len(endpoints)), "every metrics endpoint has a proxy")
 			},
 		},
 		{

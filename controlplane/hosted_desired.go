@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -176,7 +177,7 @@ func adaptHostedPod(tmpl *corev1.PodTemplateSpec, in hostedInputs) {
 	})
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
-		if c.Name == "csi-driver" {
+		if c.Name == manifests.ContainerDriver {
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: additionalTrustVolume, MountPath: additionalTrustDir, ReadOnly: true})
 		}
 	}

@@ -73,16 +73,11 @@ type Plan struct {
 	TLS tlsprofile.Settings
 }
 
-// Desired computes the plan for s. It reads nothing and writes nothing. The error is an internal
-// one (an operand manifest that does not decode); invalid input is reported in Plan.Problems.
+// Desired computes the plan for s. It reads nothing, writes nothing and lists no zones: the
+// reconciler fills s.Detection beforehand, from the listing detectionFor names, and an offline
+// render or a fixture gives a fixed one (Offline). The error is an internal one (an operand
+// manifest that does not decode); invalid input is reported in Plan.Problems.
 func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
-	return desired(d, rc, s, nil)
-}
-
-// desired is Desired with a zone listing: when detect is not nil and the plan needs a listing
-// (no override, valid input, Managed), s.Detection is what detect returns for the resolved
-// credentials. The inputs are resolved once either way.
-func desired(d *manifests.Decoder, rc Config, s State, detect func(detectionInputs) Detection) (*Plan, error) {
 	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) {
 		return objects(d, rc, &config{ServiceMonitor: s.Inputs.ServiceMonitorCRD, TLS: tlsprofile.Intermediate()}, nil, nil, false)
 	})
@@ -96,9 +91,6 @@ func desired(d *manifests.Decoder, rc Config, s State, detect func(detectionInpu
 		p.Problems = problems
 		return p, nil
 	}
-	if di, ok := detectionFor(cfg); ok && detect != nil {
-		s.Detection = detect(di)
-	}
 	p.Topology = chooseTopology(cfg.Override, s.Detection, cfg.LastTopology)
 	steps, err := objects(d, rc, cfg, s.Inputs.Credentials, s.Inputs.Deployment, p.Topology.Enabled)
 	if err != nil {
@@ -108,6 +100,22 @@ func desired(d *manifests.Decoder, rc Config, s State, detect func(detectionInpu
 	p.ServiceMonitor = cfg.ServiceMonitor && !rc.HyperShift
 	p.TLS = cfg.TLS
 	return p, nil
+}
+
+// detectionFor returns what a zone listing for s is made with, and whether the plan for s uses one
+// at all: only Managed, with valid input, and without the user's cinder-csi-config deciding
+// topology. It resolves the inputs as Desired does (a pure function of s, so the two agree),
+// which lets the reconciler list the zones, or ask its cache, before it plans.
+func detectionFor(rc Config, s State) (detectionInputs, bool) {
+	if !plan.UsesInputs(s.Driver) {
+		return detectionInputs{}, false
+	}
+	cfg, problems := resolve(rc, plan.Driver(s.Driver), &s.Inputs)
+	if len(problems) > 0 || cfg.Override != nil {
+		return detectionInputs{}, false
+	}
+	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy,
+		Decided: cfg.LastTopology != nil}, true
 }
 
 // objects returns, in apply order, the node copy of cloud-conf for the guest and the objects
@@ -172,16 +180,6 @@ func hostedFor(rc Config, cfg *config, live *appsv1.Deployment) hostedInputs {
 		h.AdditionalTrustBundle = cfg.AdditionalTrustBundle.Name
 	}
 	return h
-}
-
-// detectionFor returns what a zone listing depends on for a valid configuration, and whether one
-// is needed at all: not when the user's cinder-csi-config decides topology.
-func detectionFor(cfg *config) (detectionInputs, bool) {
-	if cfg.Override != nil {
-		return detectionInputs{}, false
-	}
-	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy,
-		Decided: cfg.LastTopology != nil}, true
 }
 
 // chooseTopology returns the topology decision: the user's override when set; else the detected

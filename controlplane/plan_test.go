@@ -22,7 +22,7 @@ import (
 )
 
 // testCloudsYAML is a clouds.yaml with the default cloud.
-const testCloudsYAML = "clouds: {openstack: {auth: {auth_url: https://keystone.example:5000}}}\n"
+const testCloudsYAML = testutil.CloudsYAML
 
 // testUserConfig is a cinder-csi-config with one setting, so the fixtures show it carried over.
 const testUserConfig = "[BlockStorage]\nignore-volume-az = true\n"
@@ -469,7 +469,8 @@ func TestChooseTopology(t *testing.T) {
 	}
 }
 
-// TestDesiredDetection checks when the plan lists zones, with what, and that it uses the answer.
+// TestDesiredDetection checks when the plan needs a zone listing, with what, and that it uses the
+// answer.
 func TestDesiredDetection(t *testing.T) {
 	t.Parallel()
 	withOverride := hyperShiftState(false, testCA)
@@ -493,28 +494,24 @@ func TestDesiredDetection(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			_, err := desired(testutil.Decoder(t), hyperShiftConfig(), tt.state, func(detectionInputs) Detection {
-				t.Error("zones listed")
-				return Detection{}
-			})
-			g.Expect(err).NotTo(HaveOccurred())
+			_, ok := detectionFor(hyperShiftConfig(), tt.state)
+			g.Expect(ok).To(BeFalse())
 		})
 	}
 
-	t.Run("When Managed with valid input, it should list zones once with the credentials, cloud and CA, and decide from the answer", func(t *testing.T) {
+	t.Run("When Managed with valid input, it should list zones with the credentials, cloud and CA, and decide from the answer", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		var calls []detectionInputs
+		s := hyperShiftState(false, testCA)
+		in, ok := detectionFor(hyperShiftConfig(), s)
+		g.Expect(ok).To(BeTrue())
+		g.Expect(string(in.CloudsYAML)).To(Equal(testCloudsYAML))
+		g.Expect(in.CloudName).To(Equal(defaultCloudName))
+		g.Expect(string(in.CAPEM)).To(Equal(testCA))
 		enabled := true
-		p, err := desired(testutil.Decoder(t), hyperShiftConfig(), hyperShiftState(false, testCA), func(in detectionInputs) Detection {
-			calls = append(calls, in)
-			return Detection{Enabled: &enabled}
-		})
+		s.Detection = Detection{Enabled: &enabled}
+		p, err := Desired(testutil.Decoder(t), hyperShiftConfig(), s)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(calls).To(HaveLen(1))
-		g.Expect(string(calls[0].CloudsYAML)).To(Equal(testCloudsYAML))
-		g.Expect(calls[0].CloudName).To(Equal(defaultCloudName))
-		g.Expect(string(calls[0].CAPEM)).To(Equal(testCA))
 		g.Expect(p.Topology.Enabled).To(BeTrue())
 		g.Expect(p.Topology.Source).To(Equal(sourceDetected))
 	})

@@ -60,9 +60,9 @@ func desiredNode(d *manifests.Decoder, in nodeInputs) (*appsv1.DaemonSet, error)
 	pod := &ds.Spec.Template.Spec
 	verbosity := "--v=" + strconv.Itoa(in.Verbosity)
 	byName := map[string]string{
-		"csi-driver":                in.Images.Driver,
-		"csi-node-driver-registrar": in.Images.NodeDriverRegistrar,
-		"csi-liveness-probe":        in.Images.LivenessProbe,
+		manifests.ContainerDriver:              in.Images.Driver,
+		manifests.ContainerNodeDriverRegistrar: in.Images.NodeDriverRegistrar,
+		manifests.ContainerLivenessProbe:       in.Images.LivenessProbe,
 	}
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
@@ -71,7 +71,7 @@ func desiredNode(d *manifests.Decoder, in nodeInputs) (*appsv1.DaemonSet, error)
 			return nil, fmt.Errorf("the image of container %s is not set", c.Name)
 		}
 		c.Image = image
-		if c.Name == "csi-driver" {
+		if c.Name == manifests.ContainerDriver {
 			// The node must report topology exactly when the controller uses it
 			// (OCPBUGS-56128): both read the same decision from cloud-conf.
 			c.Args = append(c.Args, "--with-topology="+strconv.FormatBool(in.Topology))

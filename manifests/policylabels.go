@@ -30,7 +30,8 @@ func OperatorPolicyLabels() map[string]string {
 // ControllerPolicyLabels returns the labels the CSI controller's pod template must carry, on
 // HyperShift and standalone alike: what the same conformance test requires of Deployment
 // openstack-cinder-csi-driver-controller. They let the pod reach its API server, DNS and OpenStack,
-// and let its kube-rbac-proxy metrics ports (9202-9206, inside 9201-9223) be scraped.
+// and let its kube-rbac-proxy metrics ports (inside 9201-9223, which controlplane's tests check)
+// be scraped.
 func ControllerPolicyLabels() map[string]string {
 	return maps.Clone(controllerPolicyLabels)
 }

@@ -176,6 +176,9 @@ func Start(driver *operatorv1.ClusterCSIDriver, everything func() ([]Step, error
 	if driver != nil {
 		b.ManagementState = driver.Spec.ManagementState
 	}
+	if UsesInputs(driver) {
+		return b, false, nil
+	}
 	switch b.ManagementState {
 	case operatorv1.Unmanaged:
 		return b, true, nil
@@ -188,4 +191,18 @@ func Start(driver *operatorv1.ClusterCSIDriver, everything func() ([]Step, error
 		return b, true, nil
 	}
 	return b, false, nil
+}
+
+// UsesInputs reports whether the plan for driver (nil reads as a Managed one) depends on the
+// manager's inputs: not under Unmanaged, where nothing is planned, nor under Removed, where only
+// the deletion of everything is.
+func UsesInputs(driver *operatorv1.ClusterCSIDriver) bool {
+	if driver == nil {
+		return true
+	}
+	switch driver.Spec.ManagementState {
+	case operatorv1.Unmanaged, operatorv1.Removed:
+		return false
+	}
+	return true
 }

@@ -1,5 +1,6 @@
 // Package testutil holds the helpers the managers' unit tests share: the manifests decoder, flag
-// lookup in container arguments, condition sets as comparable values, and plans as names.
+// lookup in container arguments, condition sets as comparable values, plans as names, and the
+// OpenStack credentials the tests feed in.
 package testutil
 
 import (
@@ -17,6 +18,22 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
+
+// CloudsYAML is a clouds.yaml with the default cloud, "openstack".
+const CloudsYAML = "clouds: {openstack: {auth: {auth_url: https://keystone.example:5000}}}\n"
+
+// CA stands in for an OpenStack CA bundle: a real (self-signed, Ed25519) certificate, since the
+// operator refuses a CA it cannot parse.
+const CA = "-----BEGIN CERTIFICATE-----\n" +
+	"MIIBVTCCAQegAwIBAgIUJXVTqn4fEgCu/5oh4sq6PxGIpagwBQYDK2VwMB8xHTAb\n" +
+	"BgNVBAMMFGV4YW1wbGUgT3BlblN0YWNrIENBMCAXDTI2MTEyNDA3MTcxMFoYDzIx\n" +
+	"MjYxMDMxMDcxNzEwWjAfMR0wGwYDVQQDDBRleGFtcGxlIE9wZW5TdGFjayBDQTAq\n" +
+	"MAUGAytlcAMhAC9jv/PwXrJxL9ofBFjBu4hZUH3fCP5jUGFvy1zC+oUPo1MwUTAd\n" +
+	"BgNVHQ4EFgQUgTqwvrJd6jPlx+VflW3Qyz129howHwYDVR0jBBgwFoAUgTqwvrJd\n" +
+	"6jPlx+VflW3Qyz129howDwYDVR0TAQH/BAUwAwEB/zAFBgMrZXADQQBb1bOLMXNP\n" +
+	"t5ASOYbVUTiIXGvML8Q6JPeS7eJxQ2xxLL9pTjT0LH5mdPD3l7WxtqDCKaNP9V8v\n" +
+	"Hzyn2i4E81AA\n" +
+	"-----END CERTIFICATE-----\n"
 
 // Decoder returns a manifests decoder for the managers' scheme, or fails the test.
 func Decoder(t testing.TB) *manifests.Decoder {

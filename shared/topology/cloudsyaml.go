@@ -9,7 +9,8 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
-	"gopkg.in/yaml.v2"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudsyaml"
 )
 
 // parsedCloud is what NewClient needs from clouds.yaml.
@@ -31,15 +32,17 @@ const emptyPublicClouds = "public-clouds: {}\n"
 // parseCloud turns clouds.yaml bytes into gophercloud options without touching the file system or
 // the environment, as far as gophercloud v2.15.0 allows:
 //
-//   - The YAML is decoded here first, with the same decoder and types as clouds.Parse, so the
-//     failures callers must tell apart (bad YAML, unknown cloud, missing fields) are typed instead
-//     of being recognised from Parse's error strings.
+//   - The YAML is decoded here first, by cloudsyaml.Decode: the driver's decoder, the one the
+//     controlplane manager has checked the file with, into the types clouds.Parse uses. The
+//     failures callers must tell apart (bad YAML, unknown cloud, missing fields) are so typed
+//     instead of being recognised from Parse's error strings.
 //   - cacert is removed from the entry: the CA comes from Config.CACertPEM. An installer-made
 //     clouds.yaml names /etc/kubernetes/static-pod-resources/configmaps/cloud-config/ca-bundle.pem,
 //     a path that exists in the driver's pods but not in the operator's, and Parse fails on a
 //     cacert it cannot read.
-//   - Only the selected entry is re-encoded and handed to Parse through WithCloudsYAML, so Parse
-//     reads no clouds.yaml and no secure.yaml from disk (OS_CLIENT_CONFIG_FILE is then unused).
+//   - Only the selected entry is re-encoded (cloudsyaml.Encode) and handed to Parse through
+//     WithCloudsYAML, so Parse reads no clouds.yaml and no secure.yaml from disk
+//     (OS_CLIENT_CONFIG_FILE is then unused).
 //   - WithCloudName overrides OS_CLOUD; WithRegion("") and WithEndpointType("") override
 //     OS_REGION_NAME and OS_INTERFACE (Parse prefers a non-empty option, then the YAML value, so
 //     an explicitly empty option means "the YAML value"); an empty clouds-public.yaml stops the
@@ -60,11 +63,10 @@ func parseCloud(data []byte, cloudName string) (*parsedCloud, error) {
 		return nil, &Error{Reason: ReasonInvalidCloudsYAML, Op: op, detail: "clouds.yaml is empty"}
 	}
 
-	var all clouds.Clouds
-	if err := yaml.Unmarshal(data, &all); err != nil {
-		// Not wrapped: yaml.v2 type errors quote the offending value, which may be a password.
-		// The scrubbed text is all that is kept.
-		return nil, &Error{Reason: ReasonInvalidCloudsYAML, Op: op, detail: yamlDetail(err)}
+	all, err := cloudsyaml.Decode(data)
+	if err != nil {
+		// Its text names a field and a line, never a value of the file.
+		return nil, &Error{Reason: ReasonInvalidCloudsYAML, Op: op, detail: scrub(err.Error(), nil)}
 	}
 	if all.Clouds == nil {
 		return nil, &Error{Reason: ReasonInvalidCloudsYAML, Op: op, detail: `clouds.yaml has no "clouds" map`}
@@ -89,7 +91,7 @@ func parseCloud(data []byte, cloudName string) (*parsedCloud, error) {
 	// The YAML values of cert and key decide whether a client certificate is used; see above.
 	wantClientCert := cloud.ClientCertFile != "" || cloud.ClientKeyFile != ""
 	cloud.CACertFile = ""
-	selected, err := yaml.Marshal(clouds.Clouds{Clouds: map[string]clouds.Cloud{cloudName: cloud}})
+	selected, err := cloudsyaml.Encode(clouds.Clouds{Clouds: map[string]clouds.Cloud{cloudName: cloud}})
 	if err != nil {
 		return nil, newError(op, ReasonInvalidCloudsYAML, err, secrets...)
 	}

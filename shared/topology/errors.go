@@ -11,12 +11,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"syscall"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"gopkg.in/yaml.v2"
 )
 
 // Reason classifies a failure to reach or use OpenStack. Values are UpperCamel so they can be
@@ -196,28 +194,6 @@ func scrub(s string, secrets []string) string {
 		s = string(r[:maxDetail]) + "…"
 	}
 	return s
-}
-
-// yamlQuoted matches the backtick-quoted value that gopkg.in/yaml.v2 puts into a type error
-// ("cannot unmarshal !!str `hunter2` into ..."): a misplaced password would otherwise end up in
-// the error text. It is greedy because the value may hold backticks itself; yaml.v2 quotes at
-// most one value per message, so nothing but that value is lost.
-var yamlQuoted = regexp.MustCompile("(?s)`.*`")
-
-// yamlDetail returns the text of a yaml.v2 decoding error without the values it quotes, on one
-// bounded line.
-func yamlDetail(err error) string {
-	var typeErr *yaml.TypeError
-	if !errors.As(err, &typeErr) {
-		return scrub(yamlQuoted.ReplaceAllString(err.Error(), "<value>"), nil)
-	}
-	// One message per value that did not fit; each is cut on its own, so that one greedy match
-	// does not swallow the messages between two values.
-	msgs := make([]string, len(typeErr.Errors))
-	for i, m := range typeErr.Errors {
-		msgs[i] = yamlQuoted.ReplaceAllString(m, "<value>")
-	}
-	return scrub("yaml: unmarshal errors: "+strings.Join(msgs, "; "), nil)
 }
 
 // Classify returns the reason of err: the Reason of an *Error in its chain, otherwise a

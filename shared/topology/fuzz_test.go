@@ -12,7 +12,8 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
-	"gopkg.in/yaml.v2"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudsyaml"
 )
 
 // decoy is in every value the fuzz environment offers to clouds.Parse behind parseCloud's back; it
@@ -27,9 +28,9 @@ const secretMark = "Qz7secretMark"
 //   - it never panics and returns either a cloud or an *Error, whose reason is one of those a
 //     clouds.yaml can cause, whose text is a single bounded line and whose message is its
 //     reason's own;
-//   - a YAML decoding error keeps none of the values yaml.v2 quotes;
+//   - a YAML decoding error is told in cloudsyaml's words, which name no value of the file;
 //   - the password, application credential secret and token never appear in an error text;
-//   - a parsed cloud holds the values of the selected entry as yaml.v2 decodes them (re-encoding
+//   - a parsed cloud holds the values of the selected entry as cloudsyaml decodes them (re-encoding
 //     the entry for clouds.Parse changes nothing), and nothing from the environment or the
 //     file system that parseCloud promises to ignore (OS_CLOUD, OS_REGION_NAME, OS_INTERFACE,
 //     OS_CLIENT_CONFIG_FILE, clouds-public.yaml): decoys are set for all of them.
@@ -67,8 +68,7 @@ func FuzzParseCloud(f *testing.F) {
 	f.Setenv("OS_KEY", "")
 
 	f.Fuzz(func(t *testing.T, data []byte, cloudName string) {
-		var all clouds.Clouds
-		decodeErr := yaml.Unmarshal(data, &all)
+		all, decodeErr := cloudsyaml.Decode(data)
 		cloud, selected := all.Clouds[cloudName]
 		if decodeErr == nil && selected && cloud.ClientCertFile != "" && cloud.ClientKeyFile != "" {
 			// clouds.Parse would read these files; the client tests cover client certificates.
@@ -85,7 +85,7 @@ func FuzzParseCloud(f *testing.F) {
 			}
 		} else {
 			if decodeErr != nil || !selected {
-				t.Fatalf("parseCloud parsed a cloud that yaml.v2 does not find (%v)", decodeErr)
+				t.Fatalf("parseCloud parsed a cloud that cloudsyaml does not find (%v)", decodeErr)
 			}
 			if msg := checkParsed(p, cloud); msg != "" {
 				t.Fatal(msg)
@@ -112,7 +112,7 @@ func checkParseError(err, decodeErr error) string {
 		return fmt.Sprintf("error %q has reason %q, which a clouds.yaml cannot cause", err, e.Reason)
 	}
 	if decodeErr != nil && e.Reason != ReasonInvalidCloudsYAML && e.Reason != ReasonCloudNotFound {
-		return fmt.Sprintf("yaml.v2 refuses the input (%v), but the error is %q", decodeErr, err)
+		return fmt.Sprintf("cloudsyaml refuses the input (%v), but the error is %q", decodeErr, err)
 	}
 	if e.Op != "parsing clouds.yaml" {
 		return fmt.Sprintf("error %q has op %q", err, e.Op)
@@ -126,8 +126,9 @@ func checkParseError(err, decodeErr error) string {
 	if got, want := Message(Classify(err)), messages[e.Reason]; got != want {
 		return fmt.Sprintf("error %q has message %q, want %q", err, got, want)
 	}
-	if decodeErr != nil && strings.Contains(e.detail, "`") {
-		return fmt.Sprintf("error %q keeps part of a value yaml.v2 quoted with backticks", err)
+	// Blank data is refused before it is decoded.
+	if decodeErr != nil && e.Reason == ReasonInvalidCloudsYAML && e.detail != scrub(decodeErr.Error(), nil) && e.detail != "clouds.yaml is empty" {
+		return fmt.Sprintf("error %q does not tell cloudsyaml's %q", err, decodeErr)
 	}
 	return ""
 }
@@ -207,7 +208,7 @@ func checkSecretsScrubbed(data []byte, cloudName string, cloud clouds.Cloud) str
 		return ""
 	}
 	cloud.AuthInfo = &a
-	out, err := yaml.Marshal(clouds.Clouds{Clouds: map[string]clouds.Cloud{cloudName: cloud}})
+	out, err := cloudsyaml.Encode(clouds.Clouds{Clouds: map[string]clouds.Cloud{cloudName: cloud}})
 	if err != nil {
 		return ""
 	}

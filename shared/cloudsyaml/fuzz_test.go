@@ -1,4 +1,4 @@
-package controlplane
+package cloudsyaml
 
 import (
 	"crypto/x509"
@@ -9,45 +9,50 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	yamlv3 "gopkg.in/yaml.v3"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 )
 
-// caMessage is every message checkCA may return: they carry line numbers and nothing of the key.
+// fuzzNameFrom is where the fuzzed cloud names are said to come from: HyperShift's wording.
+const fuzzNameFrom = "the HostedControlPlane's identityRef cloudName"
+
+// caMessage is every message CheckCA may return: they carry line numbers and nothing of the key.
 var caMessage = regexp.MustCompile(`^(|holds no PEM certificate\.|` +
 	`has text outside a PEM certificate at line \d+\.|` +
 	`has a PEM block at line \d+ that does not decode\.|` +
 	`has a PEM block at line \d+ that is not a CERTIFICATE\.|` +
 	`has a CERTIFICATE at line \d+ that is not a valid X\.509 certificate\.)$`)
 
-// FuzzCheckCredentials checks checkCloudsYAML and checkCA, which stand between the credentials
-// Secret and the driver's pods, on arbitrary bytes:
+// FuzzCheckCredentials checks Check and CheckCA, which stand between the credentials Secret and
+// the driver's pods, on arbitrary bytes:
 //
 //   - neither panics, and each returns one line;
-//   - checkCloudsYAML accepts only what yaml.v3 decodes into clouds.Clouds (the driver's decode),
+//   - Check accepts only what yaml.v3 decodes into clouds.Clouds (the driver's decode),
 //     with the cloud and its auth URL, and its message holds no value of the file: a value of
 //     six characters or more shows in it only where the file also uses it as a key (a cloud
 //     name, a field) or it is the cloud name;
-//   - checkCA returns one of its fixed messages, and accepts only what Go's certificate pool
+//   - CheckCA returns one of its fixed messages, and accepts only what Go's certificate pool
 //     (the driver's) takes for at least one certificate.
 //
 // Its seeds are below; `make fuzz` explores further.
 func FuzzCheckCredentials(f *testing.F) {
 	for _, seed := range []string{
-		testCloudsYAML,
+		testutil.CloudsYAML,
 		"clouds:\n  openstack:\n    auth:\n      auth_url: https://keystone.example:5000\n      password: hunter2-password\n    verify: hunter2-password\n",
 		"clouds:\n  openstack:\n    auth:\n      auth_url: https://keystone.example:5000\n      password:\n        value: hunter2-password\n",
 		"clouds:\n  openstack:\n    auth: hunter2-password\n",
 		"clouds:\n  openstack:\n    regions:\n    - RegionOne\n    - values: hunter2-password\n",
 		"base: &b {auth_url: hunter2-password}\nclouds: {openstack: {auth: *b, verify: *b}}\n",
 		"clouds: {openstack: {auth: {password: a, password: hunter2-password}}}\n",
-		testCA,
-		"# bundle\n" + testCA + testCA,
-		testCA + "-----BEGIN PRIVATE KEY-----\naHVudGVyMg==\n-----END PRIVATE KEY-----\n",
+		testutil.CA,
+		"# bundle\n" + testutil.CA + testutil.CA,
+		testutil.CA + "-----BEGIN PRIVATE KEY-----\naHVudGVyMg==\n-----END PRIVATE KEY-----\n",
 		"-----BEGIN CERTIFICATE-----\naHVudGVyMg==\n-----END CERTIFICATE-----\n",
 	} {
 		f.Add([]byte(seed), "openstack")
 	}
 	f.Fuzz(func(t *testing.T, data []byte, cloud string) {
-		msg := checkCloudsYAML(data, cloud, true)
+		msg := Check(data, cloud, fuzzNameFrom)
 		if strings.ContainsAny(msg, "\n\r") {
 			t.Fatalf("clouds.yaml message %q is not one line", msg)
 		}
@@ -56,19 +61,19 @@ func FuzzCheckCredentials(f *testing.F) {
 		if msg == "" {
 			c, ok := doc.Clouds[cloud]
 			if decodeErr != nil || !ok || c.AuthInfo == nil || c.AuthInfo.AuthURL == "" {
-				t.Fatalf("checkCloudsYAML accepted a file the driver refuses or without the cloud's auth URL (%v)", decodeErr)
+				t.Fatalf("Check accepted a file the driver refuses or without the cloud's auth URL (%v)", decodeErr)
 			}
 		}
 		if leaked := valueIn(data, cloud, msg); leaked != "" {
 			t.Fatalf("clouds.yaml message %q shows the value %q", msg, leaked)
 		}
 
-		caMsg := checkCA(data)
+		caMsg := CheckCA(data)
 		if !caMessage.MatchString(caMsg) {
-			t.Fatalf("CA message %q is none of checkCA's", caMsg)
+			t.Fatalf("CA message %q is none of CheckCA's", caMsg)
 		}
 		if caMsg == "" && !x509.NewCertPool().AppendCertsFromPEM(data) {
-			t.Fatal("checkCA accepted a bundle without a certificate Go's pool takes")
+			t.Fatal("CheckCA accepted a bundle without a certificate Go's pool takes")
 		}
 	})
 }
@@ -112,7 +117,7 @@ func valueIn(data []byte, cloud, msg string) string {
 	return ""
 }
 
-// wordOfTemplate is whether v is part of the fixed wording of checkCloudsYAML's messages, which a
+// wordOfTemplate is whether v is part of the fixed wording of Check's messages, which a
 // value can happen to equal.
 func wordOfTemplate(v string) bool {
 	const wording = "is not valid YAML of the clouds.yaml format. has no cloud named (the HostedControlPlane's identityRef cloudName). " +

@@ -1,0 +1,254 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	configv1 "github.com/openshift/api/config/v1"
+	operatorv1 "github.com/openshift/api/operator/v1"
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudsyaml"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
+)
+
+// This file resolves what the controlplane manager read (Inputs) into the settings its objects
+// are computed from (config), and finds the invalid or missing input on the way. It is pure:
+// clouds.yaml and the CA bundle are checked by their owner, shared/cloudsyaml, and only
+// worded here, with the object and key they came from.
+
+// defaultCloudName is the clouds.yaml entry OpenShift's installer and `hypershift create cluster
+// openstack` write; used when the HostedControlPlane does not name one.
+const defaultCloudName = "openstack"
+
+// problem is invalid or missing user input: it degrades the operator with a message that says
+// what to fix, and the objects it would change are left as they are.
+type problem struct {
+	Reason  string
+	Message string
+}
+
+// config is what the validated inputs resolve to.
+type config struct {
+	Verbosity      int
+	CloudName      string
+	ClusterID      string
+	HA             bool
+	NodeSelector   map[string]string
+	Tolerations    []corev1.Toleration
+	PodLabels      map[string]string
+	CloudsYAML     []byte
+	CABundle       string
+	ControllerConf string
+	NodeConf       string
+	Override       *bool
+	LastTopology   *bool
+	// Proxy is the proxy towards OpenStack: the cluster-wide one (standalone) or the operator's
+	// own (HyperShift). TrustedCA is the injected CA bundle (standalone).
+	Proxy     configv1.ProxyStatus
+	TrustedCA *corev1.ConfigMap
+	// ServiceMonitor is set when the controller's ServiceMonitor is to be applied (standalone,
+	// with the kind served).
+	ServiceMonitor bool
+	// TLS is the cluster's TLS security profile, for the controller's kube-rbac-proxies.
+	TLS tlsprofile.Settings
+	// Owner is the HostedControlPlane as the owner of the objects next to the controller
+	// (HyperShift); AdditionalTrustBundle the filled ConfigMap it names for extra CAs.
+	Owner                 *metav1.OwnerReference
+	AdditionalTrustBundle *corev1.ConfigMap
+}
+
+// Standalone placement of the controller: the masters, unless the control plane is External
+// (hosted elsewhere, so the cluster has no masters to run on).
+var (
+	masterNodeSelector = map[string]string{"node-role.kubernetes.io/master": ""}
+	masterTolerations  = []corev1.Toleration{
+		{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
+		{Key: "node-role.kubernetes.io/master", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	}
+)
+
+// resolveStandalone fills in what a standalone cluster's Infrastructure and Proxy decide.
+func resolveStandalone(cfg *config, in *Inputs) []problem {
+	if in.Infrastructure == nil || in.Infrastructure.Status.InfrastructureName == "" {
+		return []problem{{names.ReasonWaitingForConfig,
+			fmt.Sprintf("Infrastructure %s has no status.infrastructureName yet.", names.InfrastructureName)}}
+	}
+	st := in.Infrastructure.Status
+	cfg.ClusterID = st.InfrastructureName
+	cfg.HA = st.ControlPlaneTopology == configv1.HighlyAvailableTopologyMode
+	if st.ControlPlaneTopology != configv1.ExternalTopologyMode {
+		cfg.NodeSelector = masterNodeSelector
+		cfg.Tolerations = masterTolerations
+	}
+	if ps := st.PlatformStatus; ps != nil && ps.OpenStack != nil && ps.OpenStack.CloudName != "" {
+		cfg.CloudName = ps.OpenStack.CloudName
+	}
+	if in.Proxy != nil {
+		cfg.Proxy = in.Proxy.Status
+	}
+	cfg.ServiceMonitor = in.ServiceMonitorCRD
+	cfg.TLS = tlsprofile.Resolve(tlsprofile.FromAPIServer(in.APIServer))
+	return nil
+}
+
+// resolve validates the inputs and resolves them into a config, or returns the problems found.
+func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*config, []problem) {
+	var problems []problem
+	// HyperShift's profile comes with the HostedControlPlane; standalone's, from APIServer.
+	cfg := &config{CloudName: defaultCloudName, TLS: tlsprofile.Intermediate()}
+
+	v, err := loglevel.Verbosity(driver.Spec.LogLevel)
+	if err != nil {
+		problems = append(problems, problem{names.ReasonUnknownLogLevel,
+			fmt.Sprintf("spec.logLevel %q of ClusterCSIDriver %s is not one of Normal, Debug, Trace, TraceAll.", driver.Spec.LogLevel, names.ClusterCSIDriverName)})
+	}
+	cfg.Verbosity = v
+
+	if !rc.HyperShift {
+		problems = append(problems, resolveStandalone(cfg, in)...)
+	}
+	if rc.HyperShift {
+		cfg.Proxy = rc.Proxy
+		if in.HCP == nil {
+			problems = append(problems, problem{names.ReasonMissingHostedControlPlane,
+				fmt.Sprintf("No single HostedControlPlane found in namespace %s.", rc.Namespace)})
+		} else {
+			hcp := in.HCP
+			cfg.ClusterID = hcp.Spec.InfraID
+			cfg.HA = hcp.Spec.ControllerAvailabilityPolicy == hyperv1.HighlyAvailable
+			cfg.NodeSelector = hcp.Spec.NodeSelector
+			cfg.Tolerations = hcp.Spec.Tolerations
+			cfg.PodLabels = hcp.Spec.Labels
+			cfg.TLS = tlsprofile.Resolve(tlsprofile.FromHostedControlPlane(hcp))
+			if os := hcp.Spec.Platform.OpenStack; os != nil && os.IdentityRef.CloudName != "" {
+				cfg.CloudName = os.IdentityRef.CloudName
+			}
+			cfg.Owner = hostedControlPlaneOwner(hcp)
+			// hypershift-operator writes the ConfigMap before it names it in the
+			// HostedControlPlane; one that is missing or empty is not there yet, and its
+			// arrival rolls the controller once.
+			if cm := in.AdditionalTrustBundle; cm != nil && cm.Data[names.KeyTrustedCA] != "" {
+				cfg.AdditionalTrustBundle = cm
+			}
+		}
+	}
+	// The operator creates the ConfigMap empty and the cluster network operator fills it: only
+	// a filled one is an input. Hashing the empty one would add a hash annotation on the
+	// reconcile after the one that created it, and so roll the controller a second time.
+	if in.TrustedCA != nil && in.TrustedCA.Data[names.KeyTrustedCA] != "" {
+		cfg.TrustedCA = in.TrustedCA
+	}
+
+	switch {
+	case in.Credentials == nil:
+		problems = append(problems, problem{names.ReasonMissingCredentials,
+			fmt.Sprintf("Secret %s/%s with the OpenStack credentials (key %s) does not exist.", rc.Namespace, names.CredentialsSecret, names.KeyCloudsYAML)})
+	case len(in.Credentials.Data[names.KeyCloudsYAML]) == 0:
+		problems = append(problems, problem{names.ReasonMissingCredentials,
+			fmt.Sprintf("Secret %s/%s has no %s key.", rc.Namespace, names.CredentialsSecret, names.KeyCloudsYAML)})
+	default:
+		cfg.CloudsYAML = in.Credentials.Data[names.KeyCloudsYAML]
+		if msg := cloudsyaml.Check(cfg.CloudsYAML, cfg.CloudName, cloudNameFrom(rc.HyperShift)); msg != "" {
+			problems = append(problems, problem{names.ReasonInvalidCredentials,
+				fmt.Sprintf("%s in Secret %s/%s %s", names.KeyCloudsYAML, rc.Namespace, names.CredentialsSecret, msg)})
+		}
+	}
+	ca, caProblem := caBundle(rc, in)
+	if caProblem != nil {
+		problems = append(problems, *caProblem)
+	}
+	cfg.CABundle = ca
+
+	userINI := ""
+	if in.UserConfig != nil {
+		userINI = in.UserConfig.Data[names.KeyUserConfig]
+		o, err := cloudconfig.ParseTopologyOverride(in.UserConfig.Data[names.KeyEnableTopology])
+		if err != nil {
+			problems = append(problems, configProblem(err))
+		}
+		cfg.Override = o
+	}
+	ccIn := cloudconfig.Input{UserConfig: userINI, CloudName: cfg.CloudName, HasCA: cfg.CABundle != ""}
+	if cfg.ControllerConf, err = cloudconfig.Controller(ccIn); err != nil {
+		problems = append(problems, configProblem(err))
+	} else if cfg.NodeConf, err = cloudconfig.Node(ccIn); err != nil {
+		problems = append(problems, configProblem(err))
+	}
+
+	if in.CloudConf != nil {
+		switch in.CloudConf.Data[names.KeyEnableTopology] {
+		case "true":
+			cfg.LastTopology = ptrTo(true)
+		case "false":
+			cfg.LastTopology = ptrTo(false)
+		}
+	}
+	return cfg, problems
+}
+
+// caBundle returns the OpenStack CA: the credentials Secret's cacert key, where HyperShift puts
+// the CA given at cluster creation, else the ca-bundle.pem key of the cloud ConfigMap (the older
+// place). Neither is an error: many clouds use publicly trusted certificates. A CA that is there
+// but is no PEM certificate bundle is a problem naming the object and key it came from: the
+// driver fails to start on a ca-file without a certificate, and the key lands in the cloud-conf
+// ConfigMap, which must never carry anything else (a private key pasted by mistake, say).
+func caBundle(rc Config, in *Inputs) (string, *problem) {
+	var ca, where string
+	switch {
+	case in.Credentials != nil && strings.TrimSpace(string(in.Credentials.Data[names.KeyCACert])) != "":
+		ca = string(in.Credentials.Data[names.KeyCACert])
+		where = fmt.Sprintf("%s in Secret %s/%s", names.KeyCACert, rc.Namespace, names.CredentialsSecret)
+	case in.CAConfigMap != nil && strings.TrimSpace(in.CAConfigMap.Data[names.KeyCABundle]) != "":
+		ca = in.CAConfigMap.Data[names.KeyCABundle]
+		where = fmt.Sprintf("%s in ConfigMap %s/%s", names.KeyCABundle, in.CAConfigMap.Namespace, in.CAConfigMap.Name)
+	default:
+		return "", nil
+	}
+	if msg := cloudsyaml.CheckCA([]byte(ca)); msg != "" {
+		return "", &problem{names.ReasonInvalidConfig,
+			fmt.Sprintf("%s %s It must hold only the OpenStack CA certificates, PEM-encoded.", where, msg)}
+	}
+	return strings.TrimSpace(ca) + "\n", nil
+}
+
+// cloudNameFrom says where the cloud name comes from, so that a clouds.yaml without that cloud
+// points the user at the setting to check.
+func cloudNameFrom(hyperShift bool) string {
+	if hyperShift {
+		return "the HostedControlPlane's identityRef cloudName"
+	}
+	return fmt.Sprintf("the Infrastructure %s status.platformStatus.openstack.cloudName, %q when unset", names.InfrastructureName, defaultCloudName)
+}
+
+// configProblem words an error of the user's configuration as a problem. A cinder-csi-config
+// error starts with the ConfigMap's bare name: it gets the namespace, so the message names the
+// object to fix, and is not capitalised into a name that does not exist.
+func configProblem(err error) problem {
+	var ce *cloudconfig.ConfigError
+	if errors.As(err, &ce) {
+		return problem{names.ReasonInvalidConfig, sentence(fmt.Sprintf("ConfigMap %s/%s", names.OpenShiftConfigNamespace, err.Error()))}
+	}
+	return problem{names.ReasonInvalidConfig, sentence(err.Error())}
+}
+
+// sentence makes an error text a condition sentence.
+func sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return s
+	}
+	s = strings.ToUpper(s[:1]) + s[1:]
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
+}
+
+func ptrTo[T any](v T) *T { return &v }
