@@ -247,7 +247,7 @@ func TestClientCredentialErrors(t *testing.T) {
 		{
 			name: "When a value with a backtick has the wrong type, it should fail with InvalidCloudsYAML and quote no part of it",
 			yaml: func(*fakeopenstack.Server) []byte {
-				// yaml.v2 quotes the first seven bytes: "pw`hunt".
+				// the YAML decoder quotes the first seven bytes: "pw`hunt".
 				return []byte("clouds:\n  openstack:\n    auth: \"pw`hunter2-long\"\n")
 			},
 			want:    topology.ReasonInvalidCloudsYAML,
