@@ -90,6 +90,9 @@ REAL_NODE_STEPS := operator harness host-packages control-plane etcd kubelet pau
 TEST_STEPS := $(REAL_NODE_STEPS) kwok external-storage-suite
 # run-local's nodes as decided from REAL_NODES and the host (auto: real where possible).
 RUN_LOCAL_REAL := $(if $(filter false,$(REAL_NODES)),,$(if $(filter yes,$(REAL_NODES_POSSIBLE)),yes,$(if $(filter true,$(REAL_NODES)),yes)))
+# What test passes to the targets it runs after its first phase has built everything: their own
+# prerequisite steps become no-ops instead of checking (and relinking) it all again.
+BUILT := PREREQS=:
 # A numbered phase of a long target: heading, the command's own output, its time.
 PHASE := e2e/hack/phase.sh
 
@@ -111,9 +114,9 @@ test: ## Run unit and integration tests (race detector on), e2e tests, real stor
 	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(TEST_STEPS),$(SIMULATED_STEPS))
 	@$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
 	@$(PHASE) "3/6 harness and integration tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
-	@$(PHASE) "4/6 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e
-	@$(PHASE) "5/6 storage on real nodes, both modes" $(MAKE) --no-print-directory test-storage
-	@$(PHASE) "6/6 upstream external-storage suite, CI subset" $(MAKE) --no-print-directory test-external-storage-ci MODE=hypershift
+	@$(PHASE) "4/6 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e $(BUILT)
+	@$(PHASE) "5/6 storage on real nodes, both modes" $(MAKE) --no-print-directory test-storage $(BUILT)
+	@$(PHASE) "6/6 upstream external-storage suite, CI subset" $(MAKE) --no-print-directory test-external-storage-ci MODE=hypershift $(BUILT)
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector: no local cluster, real node or upstream binary needed.
