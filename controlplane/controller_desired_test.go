@@ -28,9 +28,6 @@ import (
 // hcpNamespace is the HostedControlPlane namespace of the test inputs.
 const hcpNamespace = "clusters-example"
 
-// testCA stands in for an OpenStack CA bundle.
-const testCA = testutil.CA
-
 // testImages returns a full set of controller images, each naming its role.
 func testImages() images.Controller {
 	return images.Controller{
@@ -486,8 +483,8 @@ func TestDesiredCloudConf(t *testing.T) {
 		},
 		{
 			name:     "When there is a CA and topology is on, it should carry the CA bundle too",
-			topology: true, ca: testCA,
-			want: map[string]string{"cloud.conf": "conf", "enable_topology": "true", "ca-bundle.pem": testCA},
+			topology: true, ca: testutil.CA,
+			want: map[string]string{"cloud.conf": "conf", "enable_topology": "true", "ca-bundle.pem": testutil.CA},
 		},
 	}
 	for _, tt := range tests {

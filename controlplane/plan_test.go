@@ -21,9 +21,6 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
-// testCloudsYAML is a clouds.yaml with the default cloud.
-const testCloudsYAML = testutil.CloudsYAML
-
 // testUserConfig is a cinder-csi-config with one setting, so the fixtures show it carried over.
 const testUserConfig = "[BlockStorage]\nignore-volume-az = true\n"
 
@@ -42,7 +39,7 @@ func userConfig() *corev1.ConfigMap {
 // labels (one of which, app, collides with the operator's own pod label), with the CA (when ca is
 // set) in the credentials Secret, as HyperShift writes it.
 func hyperShiftState(ha bool, ca string) State {
-	creds := &corev1.Secret{Data: map[string][]byte{names.KeyCloudsYAML: []byte(testCloudsYAML)}}
+	creds := &corev1.Secret{Data: map[string][]byte{names.KeyCloudsYAML: []byte(testutil.CloudsYAML)}}
 	if ca != "" {
 		creds.Data[names.KeyCACert] = []byte(ca)
 	}
@@ -78,13 +75,13 @@ const testHCPUID = "0b7e5a52-3c1d-4e8f-9a26-5d4c3b2a1f00"
 // cluster network operator's trusted CA bundle, the HostedControlPlane's additional trust bundle,
 // and a controller Deployment rolled out for release 4.21.3.
 func hyperShiftPlatformState() State {
-	s := hyperShiftState(false, testCA)
+	s := hyperShiftState(false, testutil.CA)
 	s.Inputs.HCP.Spec.AdditionalTrustBundle = &corev1.LocalObjectReference{Name: "user-ca-bundle"}
 	s.Inputs.AdditionalTrustBundle = &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: hcpNamespace, Name: "user-ca-bundle"},
-		Data:       map[string]string{names.KeyTrustedCA: testCA},
+		Data:       map[string]string{names.KeyTrustedCA: testutil.CA},
 	}
-	s.Inputs.TrustedCA = &corev1.ConfigMap{Data: map[string]string{names.KeyTrustedCA: testCA}}
+	s.Inputs.TrustedCA = &corev1.ConfigMap{Data: map[string]string{names.KeyTrustedCA: testutil.CA}}
 	s.Inputs.Deployment = rolledOutDeployment("4.21.3", "4.21.3")
 	return s
 }
@@ -115,8 +112,8 @@ func standaloneState(proxy, trustedCA bool) State {
 					ControlPlaneTopology: configv1.HighlyAvailableTopologyMode,
 				},
 			},
-			Credentials:       &corev1.Secret{Data: map[string][]byte{names.KeyCloudsYAML: []byte(testCloudsYAML)}},
-			CAConfigMap:       &corev1.ConfigMap{Data: map[string]string{names.KeyCABundle: testCA}},
+			Credentials:       &corev1.Secret{Data: map[string][]byte{names.KeyCloudsYAML: []byte(testutil.CloudsYAML)}},
+			CAConfigMap:       &corev1.ConfigMap{Data: map[string]string{names.KeyCABundle: testutil.CA}},
 			UserConfig:        userConfig(),
 			ServiceMonitorCRD: true,
 		},
@@ -127,7 +124,7 @@ func standaloneState(proxy, trustedCA bool) State {
 		}}
 	}
 	if trustedCA {
-		s.Inputs.TrustedCA = &corev1.ConfigMap{Data: map[string]string{names.KeyTrustedCA: testCA}}
+		s.Inputs.TrustedCA = &corev1.ConfigMap{Data: map[string]string{names.KeyTrustedCA: testutil.CA}}
 	}
 	return s
 }
@@ -151,8 +148,8 @@ func TestDesired(t *testing.T) {
 		topology bool
 	}{
 		{name: "When on HyperShift, SingleReplica, without topology or CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(false, "")},
-		{name: "When on HyperShift, SingleReplica, with topology and a CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(false, testCA), topology: true},
-		{name: "When on HyperShift, HighlyAvailable, with topology and a CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(true, testCA), topology: true},
+		{name: "When on HyperShift, SingleReplica, with topology and a CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(false, testutil.CA), topology: true},
+		{name: "When on HyperShift, HighlyAvailable, with topology and a CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(true, testutil.CA), topology: true},
 		{name: "When on HyperShift, HighlyAvailable, without topology or CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(true, "")},
 		{name: "When on HyperShift with a release version, a UID and both trust bundles, it should match the fixture", rc: hyperShiftPlatformConfig(), state: hyperShiftPlatformState()},
 		{name: "When standalone without proxy or trusted CA, it should match the fixture", rc: standaloneConfig(), state: standaloneState(false, false)},
@@ -177,7 +174,7 @@ func TestDesired(t *testing.T) {
 	t.Run("When on HyperShift, it should write the node copy to the guest first, then the controller's objects next to it in apply order", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		p := desiredPlan(t, hyperShiftConfig(), hyperShiftState(false, testCA))
+		p := desiredPlan(t, hyperShiftConfig(), hyperShiftState(false, testutil.CA))
 		g.Expect(testutil.StepNames(p.Apply)).To(Equal([]string{
 			"guest/ConfigMap/openshift-cluster-csi-drivers/cloud-conf",
 			"management/ConfigMap/clusters-example/cloud-conf",
@@ -196,7 +193,7 @@ func TestDesired(t *testing.T) {
 	t.Run("When on HyperShift, the HostedControlPlane should own every object next to the controller and nothing in the guest", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		p := desiredPlan(t, hyperShiftConfig(), hyperShiftState(false, testCA))
+		p := desiredPlan(t, hyperShiftConfig(), hyperShiftState(false, testutil.CA))
 		for _, s := range p.Apply {
 			refs := s.Object.GetOwnerReferences()
 			if s.Cluster == plan.Guest {
@@ -222,7 +219,7 @@ func TestDesired(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		for _, p := range []*Plan{
-			desiredPlan(t, hyperShiftConfig(), hyperShiftState(true, testCA)),
+			desiredPlan(t, hyperShiftConfig(), hyperShiftState(true, testutil.CA)),
 			desiredPlan(t, hyperShiftPlatformConfig(), hyperShiftPlatformState()),
 			desiredPlan(t, standaloneConfig(), standaloneState(true, true)),
 		} {
@@ -329,7 +326,7 @@ func TestDesiredTLSProfile(t *testing.T) {
 		rc    Config
 		state State
 	}{
-		{name: "on HyperShift", rc: hyperShiftConfig(), state: hyperShiftState(true, testCA)},
+		{name: "on HyperShift", rc: hyperShiftConfig(), state: hyperShiftState(true, testutil.CA)},
 		{name: "standalone", rc: standaloneConfig(), state: standaloneState(true, true)},
 	} {
 		t.Run("When the profile changes from Intermediate to Modern "+mode.name+", it should change the Deployment's kube-rbac-proxy arguments and no other object", func(t *testing.T) {
@@ -406,7 +403,7 @@ func TestDesiredRemoved(t *testing.T) {
 		rc    Config
 		state State
 	}{
-		{name: "on HyperShift", rc: hyperShiftConfig(), state: hyperShiftState(true, testCA)},
+		{name: "on HyperShift", rc: hyperShiftConfig(), state: hyperShiftState(true, testutil.CA)},
 		{name: "standalone with the ServiceMonitor CRD", rc: standaloneConfig(), state: standaloneState(true, true)},
 		{name: "standalone without the ServiceMonitor CRD", rc: standaloneConfig(), state: func() State {
 			s := standaloneState(false, false)
@@ -473,7 +470,7 @@ func TestChooseTopology(t *testing.T) {
 // answer.
 func TestDesiredDetection(t *testing.T) {
 	t.Parallel()
-	withOverride := hyperShiftState(false, testCA)
+	withOverride := hyperShiftState(false, testutil.CA)
 	withOverride.Inputs.UserConfig.Data[names.KeyEnableTopology] = "true"
 	invalid := hyperShiftState(false, "")
 	invalid.Inputs.Credentials = nil
@@ -502,12 +499,12 @@ func TestDesiredDetection(t *testing.T) {
 	t.Run("When Managed with valid input, it should list zones with the credentials, cloud and CA, and decide from the answer", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		s := hyperShiftState(false, testCA)
+		s := hyperShiftState(false, testutil.CA)
 		in, ok := detectionFor(hyperShiftConfig(), s)
 		g.Expect(ok).To(BeTrue())
-		g.Expect(string(in.CloudsYAML)).To(Equal(testCloudsYAML))
+		g.Expect(string(in.CloudsYAML)).To(Equal(testutil.CloudsYAML))
 		g.Expect(in.CloudName).To(Equal(defaultCloudName))
-		g.Expect(string(in.CAPEM)).To(Equal(testCA))
+		g.Expect(string(in.CAPEM)).To(Equal(testutil.CA))
 		enabled := true
 		s.Detection = Detection{Enabled: &enabled}
 		p, err := Desired(testutil.Decoder(t), hyperShiftConfig(), s)

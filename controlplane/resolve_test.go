@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 )
 
 func TestResolve(t *testing.T) {
@@ -68,23 +69,23 @@ func TestResolve(t *testing.T) {
 			}, wantReason: []string{names.ReasonInvalidConfig}},
 		{name: "When the Secret carries a CA, it should win over the ConfigMap's", rc: hyperShiftConfig(),
 			in: func(in *Inputs) {
-				in.Credentials = creds(map[string]string{names.KeyCloudsYAML: testCloudsYAML, names.KeyCACert: testCA})
+				in.Credentials = creds(map[string]string{names.KeyCloudsYAML: testutil.CloudsYAML, names.KeyCACert: testutil.CA})
 				in.CAConfigMap = &corev1.ConfigMap{Data: map[string]string{names.KeyCABundle: "other"}}
 			},
-			check: func(g Gomega, c *config) { g.Expect(c.CABundle).To(Equal(testCA)) }},
+			check: func(g Gomega, c *config) { g.Expect(c.CABundle).To(Equal(testutil.CA)) }},
 		{name: "When the Secret's cacert holds no certificate, it should name the Secret and key and not the value", rc: hyperShiftConfig(),
 			in: func(in *Inputs) {
-				in.Credentials = creds(map[string]string{names.KeyCloudsYAML: testCloudsYAML, names.KeyCACert: "s3cret"})
+				in.Credentials = creds(map[string]string{names.KeyCloudsYAML: testutil.CloudsYAML, names.KeyCACert: "s3cret"})
 			},
 			wantReason: []string{names.ReasonInvalidConfig},
 			wantMessage: []string{"cacert in Secret clusters-example/openstack-cloud-credentials has text outside a PEM certificate at line 1. " +
 				"It must hold only the OpenStack CA certificates, PEM-encoded."}},
 		{name: "When the Secret's cacert is good, a bad ConfigMap CA should not matter", rc: hyperShiftConfig(),
 			in: func(in *Inputs) {
-				in.Credentials = creds(map[string]string{names.KeyCloudsYAML: testCloudsYAML, names.KeyCACert: testCA})
+				in.Credentials = creds(map[string]string{names.KeyCloudsYAML: testutil.CloudsYAML, names.KeyCACert: testutil.CA})
 				in.CAConfigMap = &corev1.ConfigMap{Data: map[string]string{names.KeyCABundle: "s3cret"}}
 			},
-			check: func(g Gomega, c *config) { g.Expect(c.CABundle).To(Equal(testCA)) }},
+			check: func(g Gomega, c *config) { g.Expect(c.CABundle).To(Equal(testutil.CA)) }},
 		{name: "When standalone with a cloud-provider config CA that is no certificate, it should name the ConfigMap", rc: standaloneConfig(),
 			in: func(in *Inputs) {
 				in.CAConfigMap = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: names.OpenShiftConfigNamespace, Name: "cloud-provider-config"},

@@ -140,7 +140,7 @@ func detectionCreds(password string) decideInputs {
 	return decideInputs{detectionInputs: detectionInputs{
 		CloudsYAML: []byte("clouds:\n  openstack:\n    auth:\n      auth_url: https://keystone.example:5000\n      password: " + password + "\n"),
 		CloudName:  "openstack",
-		CAPEM:      []byte(testCA),
+		CAPEM:      []byte(testutil.CA),
 	}}
 }
 

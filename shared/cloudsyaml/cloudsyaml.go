@@ -19,19 +19,9 @@ import (
 	yamlv3 "gopkg.in/yaml.v3"
 )
 
-// DecodeError is a clouds.yaml that does not decode. Fault says what is wrong as a predicate of
-// the file ("has a value of the wrong type at clouds.openstack.verify (line 4): it must be true or
-// false."), so that a caller puts where the file came from in front of it.
-type DecodeError struct {
-	Fault string
-}
-
-// Error implements error.
-func (e *DecodeError) Error() string {
-	return "clouds.yaml " + strings.TrimSuffix(e.Fault, ".")
-}
-
-// Decode decodes clouds.yaml as the driver does. On failure the error is a *DecodeError.
+// Decode decodes clouds.yaml as the driver does. On failure the error says what is wrong and
+// where ("clouds.yaml has a value of the wrong type at clouds.openstack.verify (line 4): it must
+// be true or false"), never a value.
 //
 // cinder-csi-plugin reads clouds.yaml with gophercloud/utils' clientconfig, which decodes the
 // whole file with gopkg.in/yaml.v3 into its Clouds type and fails on any value of the wrong type
@@ -42,7 +32,7 @@ func (e *DecodeError) Error() string {
 func Decode(data []byte) (clouds.Clouds, error) {
 	doc, fault := decode(data)
 	if fault != "" {
-		return clouds.Clouds{}, &DecodeError{Fault: fault}
+		return clouds.Clouds{}, errors.New("clouds.yaml " + strings.TrimSuffix(fault, "."))
 	}
 	return doc, nil
 }

@@ -2,7 +2,6 @@ package clusters
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -86,9 +85,6 @@ func (p *probes) Start(ctx context.Context) error {
 	defer cancel()
 	err := p.srv.Shutdown(sctx)
 	<-p.done
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
 	return err
 }
 

@@ -176,9 +176,6 @@ func Start(driver *operatorv1.ClusterCSIDriver, everything func() ([]Step, error
 	if driver != nil {
 		b.ManagementState = driver.Spec.ManagementState
 	}
-	if UsesInputs(driver) {
-		return b, false, nil
-	}
 	switch b.ManagementState {
 	case operatorv1.Unmanaged:
 		return b, true, nil
