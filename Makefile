@@ -83,12 +83,16 @@ UPSTREAM := $(KUBE_BIN_DIR)/kube-apiserver $(ETCD_BIN_DIR)/etcd $(KWOK_BIN_DIR)/
 PREREQS = env BIN=$(BIN) LDFLAGS='$(LDFLAGS)' KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) \
   KWOK_VERSION=$(KWOK_VERSION) $(OPERAND_VERSIONS) REALNODE_HOST_PACKAGES='$(REALNODE_HOST_PACKAGES)' \
   OPERAND_HOST_PACKAGES='$(OPERAND_HOST_PACKAGES)' OPERAND_IMAGE_FLAGS='$(OPERAND_IMAGE_FLAGS)' e2e/hack/prereqs.sh
+# Go tests on simulated nodes need the operator and the clusters; run-local also its harness commands.
+CLUSTER_STEPS := operator control-plane etcd kwok
 SIMULATED_STEPS := operator harness control-plane etcd kwok
 REAL_NODE_STEPS := operator harness host-packages control-plane etcd kubelet pause sidecars kube-rbac-proxy \
   kube-router cinder-csi-plugin images
 # make test: both kinds of nodes, and the upstream suite.
 TEST_STEPS := $(REAL_NODE_STEPS) kwok external-storage-suite
-# run-local's nodes as decided from REAL_NODES and the host (auto: real where possible).
+# run-local's nodes as decided from REAL_NODES and the host (auto: real where Linux and root), once:
+# the steps built and the --real-nodes run-local gets follow it, so a host that then fails
+# run-local's own check says why instead of falling back to simulated nodes it did not build.
 RUN_LOCAL_REAL := $(if $(filter false,$(REAL_NODES)),,$(if $(filter yes,$(REAL_NODES_POSSIBLE)),yes,$(if $(filter true,$(REAL_NODES)),yes)))
 # What test passes to the targets it runs after its first phase has built everything: their own
 # prerequisite steps become no-ops instead of checking (and relinking) it all again.
@@ -107,7 +111,7 @@ help: ## Show this help.
 .PHONY: run-local
 run-local: ## Start local clusters (real nodes where the host allows), a fake OpenStack and the operator (MODE=hypershift|standalone); Ctrl-C stops everything.
 	@$(PREREQS) $(if $(RUN_LOCAL_REAL),$(REAL_NODE_STEPS),$(SIMULATED_STEPS))
-	@$(BIN)/harness/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(REAL_NODES)
+	@$(BIN)/harness/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(if $(RUN_LOCAL_REAL),true,false)
 
 .PHONY: test
 test: ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
@@ -158,7 +162,7 @@ clean-realnode: ## Remove what killed real-node runs left behind (processes, mou
 
 .PHONY: test-e2e
 test-e2e: ## Run the e2e suite; against MGMT_KUBECONFIG/GUEST_KUBECONFIG if set, else against local clusters.
-	@$(PREREQS) $(SIMULATED_STEPS)
+	@$(PREREQS) $(CLUSTER_STEPS)
 	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(TEST_TIMEOUT) ./suite/... -args -operator=$(BIN)/cinder-csi-operator
 
 .PHONY: e2e-kind
@@ -171,7 +175,7 @@ bench: ## Run the Go benchmarks.
 	$(E2E_GO) test -run='^$$' -bench=. -benchmem ./...
 
 .PHONY: bench-storage
-bench-storage: build $(UPSTREAM) ## Time on real nodes, both modes: operator start to driver Available, first claim Bound, pod Running with the volume.
+bench-storage: ## Time on real nodes, both modes: operator start to driver Available, first claim Bound, pod Running with the volume.
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	$(MAKE) --no-print-directory real-node-prereqs
 	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -run='^$$' -bench=BenchmarkStorage -benchtime=1x ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
@@ -180,7 +184,8 @@ else
 endif
 
 .PHONY: bench-footprint
-bench-footprint: build $(UPSTREAM) ## The operator process at rest per hosted cluster (idle, busy management cluster, 1000-node guest): RSS, lease writes, other requests, reconciles; summary in bin/footprint.
+bench-footprint: ## The operator process at rest per hosted cluster (idle, busy management cluster, 1000-node guest): RSS, lease writes, other requests, reconciles; summary in bin/footprint.
+	@$(PREREQS) $(CLUSTER_STEPS)
 	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(FOOTPRINT_TIMEOUT) -v -run='^$$' -bench='$(FOOTPRINT_BENCH)' -benchtime=1x ./footprint/ \
 	  -args -operator=$(BIN)/cinder-csi-operator -window=$(FOOTPRINT_WINDOW) -out=$(BIN)/footprint
 

@@ -18,6 +18,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 )
 
@@ -220,13 +221,15 @@ func installCRDs(ctx context.Context, cl client.Client, paths []string, alive fu
 		}
 	}
 	for _, crd := range crds {
-		err := poll(ctx, "CRD "+crd.Name+" to be Established", alive, func() (bool, error) {
+		w := procs.Wait{What: "CRD " + crd.Name + " to be Established", Interval: pollInterval, Alive: alive,
+			Last: func() error { return errors.New("not Established yet") }}
+		err := procs.Poll(ctx, w, func() (bool, error) {
 			var live apiextensionsv1.CustomResourceDefinition
 			if err := cl.Get(ctx, client.ObjectKey{Name: crd.Name}, &live); err != nil {
 				return false, fmt.Errorf("getting CRD %s: %w", crd.Name, err)
 			}
 			return clusters.Established(&live), nil
-		}, func() error { return errors.New("not Established yet") })
+		})
 		if err != nil {
 			return err
 		}

@@ -625,12 +625,7 @@ func (c *Cluster) waitAPIServer(ctx context.Context, server string, caPEM []byte
 // the context ends; then the error names what was awaited and, through last, why it did not
 // happen.
 func (c *Cluster) poll(ctx context.Context, what string, cond func() (bool, error), last func() error) error {
-	return poll(ctx, what, c.checkAlive, cond, last)
-}
-
-// poll is Cluster.poll with the liveness check passed in.
-func poll(ctx context.Context, what string, alive func() error, cond func() (bool, error), last func() error) error {
-	return procs.Poll(ctx, procs.Wait{What: what, Interval: pollInterval, Alive: alive, Last: last}, cond)
+	return procs.Poll(ctx, procs.Wait{What: what, Interval: pollInterval, Alive: c.checkAlive, Last: last}, cond)
 }
 
 // reservedPorts are ports handed out to clusters of this process and not yet released, so that

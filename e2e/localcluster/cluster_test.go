@@ -54,6 +54,25 @@ func TestFindBinaries(t *testing.T) {
 		_, err = findBinaries(false, true)
 		g.Expect(errors.Is(err, ErrBinariesMissing)).To(BeTrue(), "error: %v", err)
 	})
+	t.Run("When there is no kwok, it should accept a full cluster without fake nodes but not one with them", func(t *testing.T) {
+		g := NewWithT(t)
+		etcdDir, kubeDir := t.TempDir(), t.TempDir()
+		g.Expect(os.WriteFile(filepath.Join(etcdDir, "etcd"), nil, 0o755)).To(Succeed())
+		for _, n := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+			g.Expect(os.WriteFile(filepath.Join(kubeDir, n), nil, 0o755)).To(Succeed())
+		}
+		t.Setenv(EtcdBinDirEnv, etcdDir)
+		t.Setenv(KubeBinDirEnv, kubeDir)
+		t.Setenv(KwokBinDirEnv, t.TempDir())
+
+		b, err := findBinaries(false, false)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(b.scheduler).To(Equal(filepath.Join(kubeDir, "kube-scheduler")))
+		g.Expect(b.kwok).To(BeEmpty())
+
+		_, err = findBinaries(false, true)
+		g.Expect(errors.Is(err, ErrBinariesMissing)).To(BeTrue(), "error: %v", err)
+	})
 }
 
 func TestCompareVersions(t *testing.T) {
