@@ -133,9 +133,13 @@ func testTLSProfile(t *testing.T, mode, process string) {
 		g.Eventually(func(g Gomega) {
 			expectProxyArgs(g, controllerDeployment(g, e), "VersionTLS13")
 		}).WithTimeout(reactTimeout).WithPolling(poll).Should(Succeed())
-		g.Consistently(func(g Gomega) {
+		// The controller-manager creates the new ReplicaSet a moment after the Deployment
+		// changes: wait for it, then make sure no second one follows.
+		oneNew := func(g Gomega) {
 			g.Expect(replicaSets(g, e)).To(HaveLen(rolloutsBefore+1), "one new ReplicaSet for the new profile")
-		}).WithTimeout(5 * time.Second).WithPolling(poll).Should(Succeed())
+		}
+		g.Eventually(oneNew).WithTimeout(reactTimeout).WithPolling(poll).Should(Succeed())
+		g.Consistently(oneNew).WithTimeout(5 * time.Second).WithPolling(poll).Should(Succeed())
 		g.Expect(ownedVersions(g, e)).To(Equal(othersBefore), "objects other than the Deployment changed with the profile")
 	})
 
