@@ -86,8 +86,7 @@ PREREQS = env BIN=$(BIN) LDFLAGS='$(LDFLAGS)' KUBE_VERSION=$(KUBE_VERSION) ETCD_
 # Go tests on simulated nodes need the operator and the clusters; run-local also its harness commands.
 CLUSTER_STEPS := operator control-plane etcd kwok
 SIMULATED_STEPS := operator harness control-plane etcd kwok
-REAL_NODE_STEPS := operator harness host-packages control-plane etcd kubelet pause sidecars kube-rbac-proxy \
-  kube-router cinder-csi-plugin images
+REAL_NODE_STEPS := operator harness host-packages control-plane kubelet operands pause images
 # make test: both kinds of nodes, and the upstream suite.
 TEST_STEPS := $(REAL_NODE_STEPS) kwok external-storage-suite
 # run-local's nodes as decided from REAL_NODES and the host (auto: real where Linux and root), once:
@@ -242,7 +241,7 @@ $(KUBE_BIN_DIR)/kube-apiserver:
 	e2e/hack/build-upstream.sh kube $(KUBE_VERSION) $(KUBE_BIN_DIR)
 
 $(ETCD_BIN_DIR)/etcd:
-	e2e/hack/build-upstream.sh etcd $(ETCD_VERSION) $(ETCD_BIN_DIR)
+	$(OPERAND_VERSIONS) e2e/hack/build-upstream.sh etcd $(ETCD_VERSION) $(ETCD_BIN_DIR)
 
 $(KWOK_BIN_DIR)/kwok:
 	e2e/hack/build-upstream.sh kwok $(KWOK_VERSION) $(KWOK_BIN_DIR)

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Builds the binaries of the operator's operand images (cinder-csi-plugin, the kubernetes-csi
-# sidecars, kube-rbac-proxy), the real-node kubelet and kubectl, the pod sandbox's pause binary
-# and kube-router (whose network-policy controller enforces NetworkPolicy on real nodes) from the
-# Go module proxy (and gcc) into version-keyed directories under the bin dir, only when they are
-# missing. No registry, container builder or release download is involved;
+# sidecars, kube-rbac-proxy), the real-node kubelet and kubectl, the pod sandbox's pause binary,
+# kube-router (whose network-policy controller enforces NetworkPolicy on real nodes) and the local
+# clusters' etcd from the Go module proxy (and gcc) into version-keyed directories under the bin
+# dir, only when they are missing. No registry, container builder or release download is involved;
 # package e2e/images packs the results into image tars.
 #
 # Usage: build-operands.sh <bin dir> <component>...
-#   components: all | pause | kubelet | cinder-csi-plugin | sidecars | kube-rbac-proxy | kube-router
-# Versions come from the environment (the Makefile passes them): KUBE_VERSION,
+#   components: all | pause | kubelet | etcd | cinder-csi-plugin | sidecars | kube-rbac-proxy |
+#   kube-router ("all" is every one but etcd)
+# Versions come from the environment (the Makefile passes them): KUBE_VERSION, ETCD_VERSION,
 # CINDER_CSI_PLUGIN_VERSION, CSI_PROVISIONER_VERSION, CSI_ATTACHER_VERSION, CSI_RESIZER_VERSION,
 # CSI_SNAPSHOTTER_VERSION, KUBE_RBAC_PROXY_VERSION, KUBE_ROUTER_VERSION.
 # Output: <bin>/<name>-<version>/<name>; kubelet and kubectl go to <bin>/kube-<KUBE_VERSION>/
-# next to kube-apiserver. Set SIDECARS_SEPARATE=1 to build the sidecar modules one by one.
+# next to kube-apiserver.
 set -euo pipefail
 
 bin=$1
@@ -25,7 +26,7 @@ trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 
 # k8s.io modules are not all in the checksum database; their hashes are recorded in the throwaway
 # modules' go.sum instead.
-export GONOSUMDB="k8s.io"
+export GONOSUMDB="k8s.io,go.etcd.io"
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
 
@@ -35,18 +36,6 @@ module_dir() {
   d=$(mktemp -d -p "$work")
   (cd "$d" && printf 'module localbuild\ngo 1.26\n' >go.mod && go mod download -json "$1" |
     sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-}
-
-# main_module copies module@version out of the read-only module cache into a writable directory
-# and prints it: modules with replace directives build correctly only as the main module, where
-# their replaces apply (`go install module@version` refuses them).
-main_module() {
-  local src dst
-  src=$(module_dir "$1")
-  dst=$(mktemp -d -p "$work")
-  cp -R "$src/." "$dst/"
-  chmod -R u+w "$dst"
-  echo "$dst"
 }
 
 # timed runs a build step and reports how long it took, so cold and warm builds can be compared;
@@ -94,164 +83,121 @@ build_kubelet() {
   built=1
 }
 
-# build_main_module <name> <module> <version> <package> <ldflags>: builds a command of a module
-# that is built as the main module (so its replace directives apply) into <bin>/<name>-<version>.
-build_main_module() {
-  local out="$bin/$1-$3/$1"
-  [ -x "$out" ] && return 0
-  go_build "$(main_module "$2@$3")" "$out" "$4" "$5"
-  built=1
+# The operands (etcd, cinder-csi-plugin, the sidecars, kube-rbac-proxy, kube-router) build in ONE
+# throwaway module, so that what they share (client-go, apimachinery, grpc, otel, prometheus,
+# golang.org/x, ...) compiles once for all of them instead of once per upstream module's own
+# graph. Every module they share with the kube binaries is pinned, with a replace directive, to
+# the version the kube build (build-upstream.sh) selects: the Kubernetes release the local
+# clusters run is the one set of libraries every operand compiles against (left to minimal
+# version selection, the sidecars would raise the Kubernetes libraries to a minor release that
+# kube-rbac-proxy does not compile against, and the etcd client and raft past what the etcd server
+# compiles with). Two exceptions: etcd's modules follow the etcd server built, and the CSI spec
+# floats to what the sidecars need. The pins do not make the kube build's compiled packages
+# reusable here (Go's build cache keys a package by its module's selected version, not by the
+# code a replace puts there): the sharing is among the operands. The module requires every
+# operand, whichever are asked for, so that its build list, and so the build cache's keys, do not
+# depend on the selection.
+
+# operand_list: name, module, version, package, ldflags. The version variables are the ones the
+# upstream Makefiles set; csi-snapshotter and snapshot-controller share a module.
+operand_list() {
+  local sn=github.com/kubernetes-csi/external-snapshotter/v8 cb=k8s.io/component-base/version
+  local kr=github.com/cloudnativelabs/kube-router/v2/pkg/version
+  echo "etcd go.etcd.io/etcd/server/v3 $ETCD_VERSION go.etcd.io/etcd/server/v3 -"
+  echo "csi-provisioner github.com/kubernetes-csi/external-provisioner/v6 $CSI_PROVISIONER_VERSION cmd/csi-provisioner -X main.version=$CSI_PROVISIONER_VERSION"
+  echo "csi-attacher github.com/kubernetes-csi/external-attacher/v4 $CSI_ATTACHER_VERSION cmd/csi-attacher -X main.version=$CSI_ATTACHER_VERSION"
+  echo "csi-resizer github.com/kubernetes-csi/external-resizer/v2 $CSI_RESIZER_VERSION cmd/csi-resizer -X main.version=$CSI_RESIZER_VERSION"
+  echo "csi-snapshotter $sn $CSI_SNAPSHOTTER_VERSION cmd/csi-snapshotter -X main.version=$CSI_SNAPSHOTTER_VERSION"
+  echo "snapshot-controller $sn $CSI_SNAPSHOTTER_VERSION cmd/snapshot-controller -X main.version=$CSI_SNAPSHOTTER_VERSION"
+  echo "cinder-csi-plugin k8s.io/cloud-provider-openstack $CINDER_CSI_PLUGIN_VERSION cmd/cinder-csi-plugin" \
+    "-X $cb.gitVersion=$CINDER_CSI_PLUGIN_VERSION -X k8s.io/cloud-provider-openstack/pkg/version.Version=$CINDER_CSI_PLUGIN_VERSION"
+  echo "kube-rbac-proxy github.com/brancz/kube-rbac-proxy $KUBE_RBAC_PROXY_VERSION cmd/kube-rbac-proxy" \
+    "-X $cb.gitVersion=$KUBE_RBAC_PROXY_VERSION -X $cb/verflag.programName=kube-rbac-proxy"
+  echo "kube-router github.com/cloudnativelabs/kube-router/v2 $KUBE_ROUTER_VERSION cmd/kube-router" \
+    "-X $kr.Version=$KUBE_ROUTER_VERSION -X $kr.BuildDate=$(date -u +%Y-%m-%d)"
 }
 
-# The version variables are the ones upstream's Makefiles set.
-build_cinder() {
-  local v=$CINDER_CSI_PLUGIN_VERSION
-  build_main_module cinder-csi-plugin k8s.io/cloud-provider-openstack "$v" ./cmd/cinder-csi-plugin \
-    "-X k8s.io/component-base/version.gitVersion=$v -X k8s.io/cloud-provider-openstack/pkg/version.Version=$v"
-}
+# out_path prints where a binary goes: <bin>/<name>-<version>/<name>.
+out_path() { echo "$bin/$1-$2/$1"; }
 
-build_kube_rbac_proxy() {
-  local v=$KUBE_RBAC_PROXY_VERSION
-  build_main_module kube-rbac-proxy github.com/brancz/kube-rbac-proxy "$v" ./cmd/kube-rbac-proxy \
-    "-X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version/verflag.programName=kube-rbac-proxy"
-}
-
-# kube-router runs on the real nodes as a host process (its network-policy controller only), not
-# as an image. Its module has no replace directives, so `go install module@version` builds it
-# with the module's own go.sum. The version and build-date variables are the ones upstream's
-# Makefile sets.
-build_kube_router() {
-  local v=$KUBE_ROUTER_VERSION out="$bin/kube-router-$KUBE_ROUTER_VERSION"
-  [ -x "$out/kube-router" ] && return 0
-  local tmp="$out.tmp" pkg=github.com/cloudnativelabs/kube-router/v2/pkg/version
-  rm -rf "$tmp"
-  GOBIN="$tmp" go install -trimpath \
-    -ldflags="-s -w -X $pkg.Version=$v -X $pkg.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%S%z)" \
-    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$v"
-  mkdir -p "$out"
-  mv "$tmp/kube-router" "$out/kube-router"
-  rmdir "$tmp"
-  built=1
-}
-
-# The sidecars: name, module, version, package; csi-snapshotter and snapshot-controller share a
-# module.
-sidecar_list() {
-  echo "csi-provisioner github.com/kubernetes-csi/external-provisioner/v6 $CSI_PROVISIONER_VERSION cmd/csi-provisioner"
-  echo "csi-attacher github.com/kubernetes-csi/external-attacher/v4 $CSI_ATTACHER_VERSION cmd/csi-attacher"
-  echo "csi-resizer github.com/kubernetes-csi/external-resizer/v2 $CSI_RESIZER_VERSION cmd/csi-resizer"
-  echo "csi-snapshotter github.com/kubernetes-csi/external-snapshotter/v8 $CSI_SNAPSHOTTER_VERSION cmd/csi-snapshotter"
-  echo "snapshot-controller github.com/kubernetes-csi/external-snapshotter/v8 $CSI_SNAPSHOTTER_VERSION cmd/snapshot-controller"
-}
-
-# The external-snapshotter module replaces its client/v8 module with ./client, which its module
-# zip omits: the client module of the same version fills the gap.
-snapshotter_client() {
-  echo "github.com/kubernetes-csi/external-snapshotter/client/v8@$CSI_SNAPSHOTTER_VERSION"
-}
-
-build_sidecars() {
-  local missing=0 name mod ver pkg
-  while read -r name mod ver pkg; do
-    [ -x "$bin/$name-$ver/$name" ] || missing=1
-  done < <(sidecar_list)
-  [ $missing = 0 ] && return 0
-  if [ "${SIDECARS_SEPARATE:-0}" != 1 ] && build_sidecars_together; then
-    built=1
-    return 0
-  fi
-  [ "${SIDECARS_SEPARATE:-0}" != 1 ] && echo "building the sidecars in one module failed; building them one by one" >&2
-  build_sidecars_separately
-  built=1
-}
-
-# build_sidecars_together builds every sidecar from ONE throwaway module that requires all the
-# sidecar modules, so that their common dependencies (client-go, grpc, csi-lib-utils, ...)
-# compile once. Its replace directives are the union of the sidecars' own, each module pinned to
-# the highest version that any sidecar replaces it with or requires (the sidecars differ only in
-# patch or minor levels of the k8s.io staging modules). The sidecars' own builds pin
-# csi-provisioner's k8s.io modules to v0.36.x only for its e2e tests (which import
-# k8s.io/kubernetes); the binary does not import k8s.io/kubernetes.
-build_sidecars_together() {
-  local d="$work/sidecars" name mod ver pkg mods=() gomods=()
+# operand_module writes the shared module into $work/operands and tidies it.
+operand_module() {
+  local d="$work/operands" name mod ver pkg ldf
+  [ -f "$d/go.sum" ] && return 0
   mkdir -p "$d"
-  while read -r name mod ver pkg; do
-    mods+=("$mod@$ver")
-  done < <(sidecar_list)
-  mapfile -t mods < <(printf '%s\n' "${mods[@]}" | sort -u)
-  for m in "${mods[@]}"; do gomods+=("$(module_dir "$m")/go.mod"); done
   {
     echo "module localbuild"
     echo "go 1.26"
-    for m in "${mods[@]}"; do echo "require ${m%@*} ${m#*@}"; done
-    echo "require $(snapshotter_client | tr @ ' ')"
-    # Same-path replaces ("k8s.io/api => k8s.io/api v0.37.0") of any sidecar name the modules to
-    # pin; local ones (./client) are covered by the require above.
-    awk '$1 == "replace" || $1 == "require" { $1 = ""; $0 = $0 }
-      $2 == "=>" && $1 == $3 && $4 ~ /^v/ { print $1 }' "${gomods[@]}" | sort -u >"$d/pinned"
-    # Candidate versions: every replace target and every require of a pinned module; the highest
-    # wins.
-    awk 'NR == FNR { pin[$1] = 1; next }
-      $1 == "replace" || $1 == "require" { $1 = ""; $0 = $0 }
-      $2 == "=>" && ($1 in pin) && $4 ~ /^v/ { print $1, $4; next }
-      ($1 in pin) && $2 ~ /^v/ { print $1, $2 }' "$d/pinned" "${gomods[@]}" |
-      sort -k1,1 -k2,2V | awk '{ v[$1] = $2 } END { for (m in v) print "replace " m " => " m " " v[m] }' | sort
+    while read -r name mod ver pkg ldf; do echo "require $mod $ver"; done < <(operand_list) | sort -u
+    # The snapshotter module replaces its client with ./client, which its module zip omits: the
+    # published client module of the same version stands in.
+    echo "require github.com/kubernetes-csi/external-snapshotter/client/v8 $CSI_SNAPSHOTTER_VERSION"
+    # kube-rbac-proxy's own replace, which only applies when it is the main module.
+    echo "replace gopkg.in/square/go-jose.v2 => github.com/go-jose/go-jose v2.6.3+incompatible"
+    for m in api/v3 client/pkg/v3 client/v3 pkg/v3 server/v3; do
+      echo "replace go.etcd.io/etcd/$m => go.etcd.io/etcd/$m $ETCD_VERSION"
+    done
+    "$hack/build-upstream.sh" kube-versions "$KUBE_VERSION" |
+      awk '$1 !~ /^go\.etcd\.io\/etcd\// && $1 != "github.com/container-storage-interface/spec" &&
+        $1 != "k8s.io/kubernetes" { print "replace " $1 " => " $1 " " $2 }'
   } >"$d/go.mod"
   {
-    echo "//go:build tools"
-    echo
-    echo "package tools"
-    echo
-    echo "import ("
-    while read -r name mod ver pkg; do echo "	_ \"$mod/$pkg\""; done < <(sidecar_list)
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    while read -r name mod ver pkg ldf; do
+      [ "$pkg" = "$mod" ] && echo "	_ \"$mod\"" || echo "	_ \"$mod/$pkg\""
+    done < <(operand_list)
     echo ")"
   } >"$d/tools.go"
-  (cd "$d" && go mod tidy) || return 1
-  while read -r name mod ver pkg; do
-    [ -x "$bin/$name-$ver/$name" ] && continue
-    echo "building $name $ver (shared module)"
-    go_build "$d" "$bin/$name-$ver/$name" "$mod/$pkg" "-X main.version=$ver" || return 1
-  done < <(sidecar_list)
+  (cd "$d" && go mod tidy)
 }
 
-# build_sidecars_separately builds each sidecar module as the main module, as upstream does.
-build_sidecars_separately() {
-  local name mod ver pkg dir
-  declare -A dirs=()
-  while read -r name mod ver pkg; do
-    [ -x "$bin/$name-$ver/$name" ] && continue
-    if [ -z "${dirs[$mod@$ver]:-}" ]; then
-      dir=$(main_module "$mod@$ver")
-      if [ "$mod" = github.com/kubernetes-csi/external-snapshotter/v8 ] && [ ! -f "$dir/client/go.mod" ]; then
-        cp -R "$(module_dir "$(snapshotter_client)")/." "$dir/client/"
-        chmod -R u+w "$dir/client"
-      fi
-      dirs[$mod@$ver]=$dir
-    fi
-    echo "building $name $ver"
-    go_build "${dirs[$mod@$ver]}" "$bin/$name-$ver/$name" "./$pkg" "-X main.version=$ver"
-  done < <(sidecar_list)
+# build_operands <name>...: builds the named operands that are missing. Their packages compile in
+# one go build (both cores busy, one package graph), then each binary links with its own version
+# flags, the links side by side.
+build_operands() {
+  local want=" $* " name mod ver pkg ldf target pkgs=() links=() pids=() i rc=0
+  while read -r name mod ver pkg ldf; do
+    [[ $want == *" $name "* ]] || continue
+    [ -x "$(out_path "$name" "$ver")" ] && continue
+    target=$mod/$pkg
+    [ "$pkg" = "$mod" ] && target=$mod
+    [ "$ldf" = - ] && ldf=
+    pkgs+=("$target")
+    links+=("$name|$ver|$target|$ldf")
+  done < <(operand_list)
+  [ ${#pkgs[@]} = 0 ] && return 0
+  operand_module
+  if [ ${#pkgs[@]} -gt 1 ]; then
+    echo "compiling ${#pkgs[@]} operands in one module"
+    (cd "$work/operands" && go build -trimpath "${pkgs[@]}")
+  fi
+  for i in "${links[@]}"; do
+    IFS='|' read -r name ver target ldf <<<"$i"
+    echo "linking $name $ver"
+    go_build "$work/operands" "$(out_path "$name" "$ver")" "$target" "$ldf" &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || rc=1; done
+  [ $rc = 0 ] || return 1
+  built=1
 }
 
+names=()
 for what in "$@"; do
   case "$what" in
   pause) timed pause build_pause ;;
   kubelet) timed "kubelet, kubectl" build_kubelet ;;
-  cinder-csi-plugin) timed cinder-csi-plugin build_cinder ;;
-  sidecars) timed "csi sidecars" build_sidecars ;;
-  kube-rbac-proxy) timed kube-rbac-proxy build_kube_rbac_proxy ;;
-  kube-router) timed kube-router build_kube_router ;;
+  etcd | cinder-csi-plugin | kube-rbac-proxy | kube-router) names+=("$what") ;;
+  sidecars) names+=(csi-provisioner csi-attacher csi-resizer csi-snapshotter snapshot-controller) ;;
   all)
     timed pause build_pause
     timed "kubelet, kubectl" build_kubelet
-    timed "csi sidecars" build_sidecars
-    timed kube-rbac-proxy build_kube_rbac_proxy
-    timed kube-router build_kube_router
-    timed cinder-csi-plugin build_cinder
+    names+=(csi-provisioner csi-attacher csi-resizer csi-snapshotter snapshot-controller cinder-csi-plugin kube-rbac-proxy kube-router)
     ;;
   *)
-    echo "unknown component $what (want all, pause, kubelet, cinder-csi-plugin, sidecars, kube-rbac-proxy, kube-router)" >&2
+    echo "unknown component $what (want all, pause, kubelet, etcd, cinder-csi-plugin, sidecars, kube-rbac-proxy, kube-router)" >&2
     exit 2
     ;;
   esac
 done
+[ ${#names[@]} = 0 ] || timed "${names[*]}" build_operands "${names[@]}"

@@ -4,12 +4,18 @@
 # version-keyed directory, and only when they are missing. No container image or release
 # download is needed.
 #
-# Usage: build-upstream.sh kube|kube-node|etcd|kwok <version> <output dir>
+# Usage: build-upstream.sh kube|kube-node|kube-e2e|etcd|kwok <version> <output dir>
+#        build-upstream.sh kube-versions <version>
+# kube-versions prints "module version" for every module of the kube binaries' build list, the
+# versions build-operands.sh pins its shared module to. etcd is built by build-operands.sh (it
+# shares that module); its build needs KUBE_VERSION in the environment.
 set -euo pipefail
 
-what=$1 version=$2 out=$3
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+what=$1 version=$2 out=${3:-}
+if [ "$what" != kube-versions ]; then
+  mkdir -p "$out"
+  out=$(cd "$out" && pwd)
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -19,18 +25,11 @@ export GONOSUMDB="k8s.io,go.etcd.io,sigs.k8s.io/kwok"
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
 
-case "$what" in
-kube | kube-node | kube-e2e)
-  # kube (the control plane), kube-node (kubelet, kubectl) and kube-e2e (the e2e.test binary of
-  # k8s.io/kubernetes/test/e2e, the ginkgo CLI at the version Kubernetes requires, and agnhost, the
-  # suite's test-pod program, from the same release) use one and the same throwaway module, so
-  # that the packages they share compile once into the Go build cache.
-  names="kube-apiserver kube-controller-manager kube-scheduler"
-  [ "$what" = kube-node ] && names="kubelet kubectl"
-  [ "$what" = kube-e2e ] && names="e2e.test ginkgo agnhost"
-  done=1
-  for n in $names; do [ -x "$out/$n" ] || done=0; done
-  [ $done = 1 ] && exit 0
+# kube_module writes the kube binaries' throwaway module into $work. kube (the control plane),
+# kube-node (kubelet, kubectl), kube-e2e (below) and kube-versions use one and the same module, so
+# that the packages they share compile once into the Go build cache.
+kube_module() {
+  local staging staging_version
   staging="api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
     cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api
     cri-client cri-streaming csi-translation-lib dynamic-resource-allocation endpointslice
@@ -59,6 +58,30 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
+}
+
+# tidy_kube_module resolves the module's requirements. The first tidy downloads the module graph
+# and may stop at a test-only module it cannot resolve yet (-e carries on); the second must then
+# succeed.
+tidy_kube_module() {
+  (cd "$work" && { go mod tidy -e || true; } && go mod tidy)
+}
+
+case "$what" in
+kube-versions)
+  kube_module
+  tidy_kube_module >&2
+  (cd "$work" && go list -m -f '{{if not .Main}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}' all) |
+    awk 'NF == 2'
+  ;;
+kube | kube-node | kube-e2e)
+  names="kube-apiserver kube-controller-manager kube-scheduler"
+  [ "$what" = kube-node ] && names="kubelet kubectl"
+  [ "$what" = kube-e2e ] && names="e2e.test ginkgo agnhost"
+  done=1
+  for n in $names; do [ -x "$out/$n" ] || done=0; done
+  [ $done = 1 ] && exit 0
+  kube_module
   if [ "$what" = kube-e2e ]; then
     # e2e.test is the test binary of k8s.io/kubernetes/test/e2e; its test file imports the suites,
     # among them test/e2e/storage/external, which registers -storage.testdriver. Importing them
@@ -77,9 +100,7 @@ import (
 )
 GO
   fi
-  # The first tidy downloads the module graph and may stop at a test-only module it cannot
-  # resolve yet (-e carries on); the second must then succeed.
-  (cd "$work" && { go mod tidy -e || true; } && go mod tidy)
+  tidy_kube_module
   # Without these the binaries report v0.0.0-master (the kubelet puts it in the Node status).
   minor=${version#v1.}
   minor=${minor%%.*}
@@ -107,11 +128,7 @@ GO
   ;;
 etcd)
   [ -x "$out/etcd" ] && exit 0
-  printf 'module localbuild\ngo 1.26\nrequire go.etcd.io/etcd/server/v3 %s\n' "$version" >"$work/go.mod"
-  printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' >"$work/tools.go"
-  (cd "$work" && go mod tidy)
-  echo "building etcd $version"
-  (cd "$work" && go build -trimpath -ldflags="-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3)
+  ETCD_VERSION=$version exec "$(dirname "$0")/build-operands.sh" "$(dirname "$out")" etcd
   ;;
 kwok)
   [ -x "$out/kwok" ] && [ -f "$out/stages.yaml" ] && exit 0

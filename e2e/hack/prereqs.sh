@@ -6,8 +6,10 @@
 # the versions in the environment (the same variables build-upstream.sh and build-operands.sh read).
 #
 # Usage: prereqs.sh <step>...
-#   steps: operator harness control-plane etcd kwok host-packages kubelet pause sidecars
-#          kube-rbac-proxy kube-router cinder-csi-plugin images external-storage-suite
+#   steps: operator harness control-plane etcd kwok host-packages kubelet pause operands images
+#          external-storage-suite
+# operands is etcd, the csi sidecars, kube-rbac-proxy, kube-router and cinder-csi-plugin, compiled
+# together in one module that shares the kube binaries' package versions (build-operands.sh).
 # The Debian packages (host-packages) install side by side with the first Go build: apt waits on
 # the network and the disk, the compiler on the CPU. Their output is shown when they are done.
 set -euo pipefail
@@ -28,10 +30,7 @@ label() {
   host-packages) echo "Debian packages of real nodes and images" ;;
   kubelet) echo "kubelet, kubectl $KUBE_VERSION" ;;
   pause) echo "pause $KUBE_VERSION" ;;
-  sidecars) echo "csi sidecars (provisioner, attacher, resizer, snapshotter, snapshot-controller)" ;;
-  kube-rbac-proxy) echo "kube-rbac-proxy $KUBE_RBAC_PROXY_VERSION" ;;
-  kube-router) echo "kube-router $KUBE_ROUTER_VERSION (NetworkPolicy on real nodes)" ;;
-  cinder-csi-plugin) echo "cinder-csi-plugin $CINDER_CSI_PLUGIN_VERSION" ;;
+  operands) echo "etcd, csi sidecars, cinder-csi-plugin $CINDER_CSI_PLUGIN_VERSION, kube-rbac-proxy, kube-router (one module)" ;;
   images) echo "operand images (OCI tars under bin/images)" ;;
   external-storage-suite) echo "e2e.test, ginkgo, agnhost $KUBE_VERSION (upstream storage suite)" ;;
   *) return 1 ;;
@@ -48,12 +47,11 @@ present() {
   kwok) [ -x "$BIN/kwok-$KWOK_VERSION/kwok" ] && [ -f "$BIN/kwok-$KWOK_VERSION/stages.yaml" ] ;;
   kubelet) [ -x "$BIN/kube-$KUBE_VERSION/kubelet" ] && [ -x "$BIN/kube-$KUBE_VERSION/kubectl" ] ;;
   pause) [ -x "$BIN/pause-$KUBE_VERSION/pause" ] ;;
-  sidecars) for f in csi-provisioner-$CSI_PROVISIONER_VERSION/csi-provisioner csi-attacher-$CSI_ATTACHER_VERSION/csi-attacher \
-    csi-resizer-$CSI_RESIZER_VERSION/csi-resizer csi-snapshotter-$CSI_SNAPSHOTTER_VERSION/csi-snapshotter \
-    snapshot-controller-$CSI_SNAPSHOTTER_VERSION/snapshot-controller; do [ -x "$BIN/$f" ] || return 1; done ;;
-  kube-rbac-proxy) [ -x "$BIN/kube-rbac-proxy-$KUBE_RBAC_PROXY_VERSION/kube-rbac-proxy" ] ;;
-  kube-router) [ -x "$BIN/kube-router-$KUBE_ROUTER_VERSION/kube-router" ] ;;
-  cinder-csi-plugin) [ -x "$BIN/cinder-csi-plugin-$CINDER_CSI_PLUGIN_VERSION/cinder-csi-plugin" ] ;;
+  operands) for f in etcd-$ETCD_VERSION/etcd csi-provisioner-$CSI_PROVISIONER_VERSION/csi-provisioner \
+    csi-attacher-$CSI_ATTACHER_VERSION/csi-attacher csi-resizer-$CSI_RESIZER_VERSION/csi-resizer \
+    csi-snapshotter-$CSI_SNAPSHOTTER_VERSION/csi-snapshotter snapshot-controller-$CSI_SNAPSHOTTER_VERSION/snapshot-controller \
+    kube-rbac-proxy-$KUBE_RBAC_PROXY_VERSION/kube-rbac-proxy kube-router-$KUBE_ROUTER_VERSION/kube-router \
+    cinder-csi-plugin-$CINDER_CSI_PLUGIN_VERSION/cinder-csi-plugin; do [ -x "$BIN/$f" ] || return 1; done ;;
   external-storage-suite) for f in e2e.test ginkgo agnhost; do [ -x "$BIN/kube-e2e-$KUBE_VERSION/$f" ] || return 1; done ;;
   *) return 1 ;;
   esac
@@ -69,7 +67,8 @@ build() {
   etcd) "$hack/build-upstream.sh" etcd "$ETCD_VERSION" "$BIN/etcd-$ETCD_VERSION" ;;
   kwok) "$hack/build-upstream.sh" kwok "$KWOK_VERSION" "$BIN/kwok-$KWOK_VERSION" ;;
   host-packages) "$hack/host-packages.sh" $REALNODE_HOST_PACKAGES $OPERAND_HOST_PACKAGES ;;
-  kubelet | pause | sidecars | kube-rbac-proxy | kube-router | cinder-csi-plugin) "$hack/build-operands.sh" "$BIN" "$1" ;;
+  kubelet | pause) "$hack/build-operands.sh" "$BIN" "$1" ;;
+  operands) "$hack/build-operands.sh" "$BIN" etcd sidecars kube-rbac-proxy kube-router cinder-csi-plugin ;;
   # OPERAND_IMAGE_FLAGS is a list of flags: split on purpose.
   # shellcheck disable=SC2086
   images) "$BIN/harness/operand-images" $OPERAND_IMAGE_FLAGS ;;
