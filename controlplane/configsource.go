@@ -115,6 +115,23 @@ func (s configSource) record() string {
 	}
 }
 
+// action is the Event's action: what is used now. The Events of one action are one series to
+// the recorder, which keeps the note of the first for minutes: an action per source keeps a
+// quick change of source (cinder-csi-config deleted just after the install, say) from hiding in
+// an earlier Event's series.
+func (s configSource) action() string {
+	switch {
+	case s.Kind == userConfigSource:
+		return "UseCinderCSIConfig"
+	case s.keyMissing():
+		return "UseCloudProviderConfigWithoutKey"
+	case s.Kind == installerConfigSource:
+		return "UseCloudProviderConfig"
+	default:
+		return "UseDefaults"
+	}
+}
+
 // describe is the sentence of the Config condition that says where the driver settings come
 // from. It names ConfigMaps and keys only: the installer's file holds the cloud provider's
 // settings too, and none of them is quoted anywhere.

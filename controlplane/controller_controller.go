@@ -204,7 +204,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	// records nothing, and its retry does.
 	if note, changed := configSourceEvent(in.CloudConf, p.ConfigSource); changed && r.Recorder != nil {
 		log.V(0).Info("Driver settings source changed", "source", p.ConfigSource.record())
-		r.Recorder.Eventf(driver, nil, corev1.EventTypeNormal, names.ReasonConfigSourceChanged, "SelectConfigSource", "%s", note)
+		r.Recorder.Eventf(driver, nil, corev1.EventTypeNormal, names.ReasonConfigSourceChanged, p.ConfigSource.action(), "%s", note)
 	}
 	return ctrl.Result{RequeueAfter: p.Topology.RecheckIn}, nil
 }

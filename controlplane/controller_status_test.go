@@ -378,4 +378,15 @@ func TestConfigSourceEvent(t *testing.T) {
 			g.Expect(note).NotTo(ContainSubstring("s3cret"))
 		})
 	}
+
+	t.Run("When the sources differ, each should have an Event action of its own, so no change hides in another's series", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		actions := map[string]bool{}
+		for _, src := range []configSource{fromUser, fromInstaller, fromInstallerWithoutKey, fromNothing} {
+			actions[src.action()] = true
+		}
+		g.Expect(actions).To(HaveLen(4))
+		g.Expect(fromNothingStandalone.action()).To(Equal(fromNothing.action()))
+	})
 }
