@@ -87,7 +87,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, mgmt, guest cluster.Clus
 		WatchesRawSource(clusters.Watch(guestCache, &operatorv1.ClusterCSIDriver{}, clusters.DriverChanged)).
 		WatchesRawSource(clusters.Watch(guestCache, &corev1.ConfigMap{}, predicate.Or(
 			clusters.Named(names.NodeCloudConf(r.Config.HyperShift), names.UserConfigMap),
-			// Standalone: the cloud-provider config with the CA, named by Infrastructure.
+			// Standalone: the installer's cloud provider config, named by Infrastructure (whose
+			// own events cover a change of the name), with the CA and the fallback settings.
 			predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return !r.Config.HyperShift && o.GetNamespace() == names.OpenShiftConfigNamespace
 			})))).
@@ -183,15 +184,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		log.V(2).Info("Not applying: invalid configuration", "reason", p.Problems[0].Reason)
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(p.Problems[0].Reason))
 	}
-	if p.TLS.Problem != "" {
-		// Not Degraded: the endpoints serve OpenShift's default profile, as safe as the
-		// platform's own default, and the cluster's other components report the profile
-		// themselves. The message says what the operator does instead.
-		st.False(names.ConditionConfigDegraded, names.ReasonTLSProfileFallback,
-			p.TLS.Problem+" The metrics endpoints use the Intermediate profile until it is fixed.")
-	} else {
-		st.False(names.ConditionConfigDegraded, names.ReasonAsExpected, "")
-	}
+	setConfigCondition(st, p)
 	setTopologyCondition(st, p.Topology)
 	log.V(4).Info("Topology decided", "enabled", p.Topology.Enabled, "source", p.Topology.Source,
 		"computeZones", p.Topology.ComputeZones, "volumeZones", p.Topology.VolumeZones)
@@ -206,6 +199,12 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	setControllerConditions(st, in.Deployment, "", applyErr)
 	if applyErr != nil {
 		return ctrl.Result{}, applyErr
+	}
+	// Recorded after the apply that writes the new source into cloud-conf: a failed apply
+	// records nothing, and its retry does.
+	if note, changed := configSourceEvent(in.CloudConf, p.ConfigSource); changed && r.Recorder != nil {
+		log.V(0).Info("Driver settings source changed", "source", p.ConfigSource.record())
+		r.Recorder.Eventf(driver, nil, corev1.EventTypeNormal, names.ReasonConfigSourceChanged, p.ConfigSource.action(), "%s", note)
 	}
 	return ctrl.Result{RequeueAfter: p.Topology.RecheckIn}, nil
 }

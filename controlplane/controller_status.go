@@ -77,6 +77,39 @@ func rolloutStuck(dep *appsv1.Deployment) bool {
 	return false
 }
 
+// setConfigCondition reports valid configuration: where the driver settings come from and, when
+// the cluster's TLS security profile cannot be served, what is served instead. Neither is
+// Degraded: the fallback profile is as safe as the platform's own default, and the cluster's
+// other components report the profile themselves.
+func setConfigCondition(s *conditions.Set, p *Plan) {
+	source := p.ConfigSource.describe()
+	if p.TLS.Problem != "" {
+		s.False(names.ConditionConfigDegraded, names.ReasonTLSProfileFallback,
+			p.TLS.Problem+" The metrics endpoints use the Intermediate profile until it is fixed. "+source)
+		return
+	}
+	s.False(names.ConditionConfigDegraded, names.ReasonAsExpected, source)
+}
+
+// configSourceEvent returns the note of the Event that says where the driver settings now come
+// from, when that is not what the live controller copy of cloud-conf records; ok is false when
+// it is. A cloud-conf without the record (a fresh install, or one csi-operator wrote) counts as
+// a change: a cluster switching from csi-operator learns so where its settings come from.
+func configSourceEvent(live *corev1.ConfigMap, src configSource) (note string, ok bool) {
+	var was string
+	if live != nil {
+		was = live.Annotations[names.ConfigSourceAnnotation]
+	}
+	now := src.record()
+	switch {
+	case was == now:
+		return "", false
+	case was == "":
+		return src.describe(), true
+	}
+	return fmt.Sprintf("%s Before, they came from: %s.", src.describe(), was), true
+}
+
 // setTopologyCondition reports the topology decision: Degraded when OpenStack could not be asked
 // (with what stays in force), not Degraded otherwise.
 func setTopologyCondition(s *conditions.Set, d topologyDecision) {
@@ -99,7 +132,7 @@ func setTopologyCondition(s *conditions.Set, d topologyDecision) {
 func describeSource(d topologyDecision) string {
 	switch d.Source {
 	case sourceOverride:
-		return "set by enable_topology in openshift-config/cinder-csi-config"
+		return "set by enable_topology in " + d.OverrideFrom
 	case sourceDetected:
 		if d.Enabled {
 			return "every compute availability zone has a volume availability zone of the same name"

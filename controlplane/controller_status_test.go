@@ -18,6 +18,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
@@ -185,9 +186,15 @@ func TestSetTopologyCondition(t *testing.T) {
 	}{
 		{
 			name: "When the user overrides topology, it should say so and not be degraded",
-			d:    topologyDecision{Enabled: true, Source: sourceOverride},
+			d:    topologyDecision{Enabled: true, Source: sourceOverride, OverrideFrom: "openshift-config/cinder-csi-config"},
 			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonTopologyOverridden,
 				"Topology is enabled (set by enable_topology in openshift-config/cinder-csi-config)."},
+		},
+		{
+			name: "When the installer's cloud provider config overrides topology, it should name that ConfigMap",
+			d:    topologyDecision{Source: sourceOverride, OverrideFrom: "openshift-config/cloud-provider-config"},
+			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonTopologyOverridden,
+				"Topology is disabled (set by enable_topology in openshift-config/cloud-provider-config)."},
 		},
 		{
 			name: "When detection enabled topology, it should explain the zone rule",
@@ -233,5 +240,153 @@ func TestSetTopologyCondition(t *testing.T) {
 		setTopologyCondition(a, topologyDecision{Source: sourceLastKnown, Failure: topology.ReasonTimeout, RecheckIn: time.Second})
 		setTopologyCondition(b, topologyDecision{Source: sourceLastKnown, Failure: topology.ReasonTimeout, RecheckIn: 59 * time.Second})
 		g.Expect(testutil.Conditions(a)).To(Equal(testutil.Conditions(b)))
+	})
+}
+
+// Sources of the driver settings, as chooseConfigSource returns them.
+var (
+	fromUser      = configSource{Kind: userConfigSource, Name: names.UserConfigMap, Key: names.KeyUserConfig}
+	fromInstaller = configSource{Kind: installerConfigSource, Name: "cloud-provider-config", Key: "config",
+		Data: map[string]string{"config": "[Global]\npassword = s3cret\n"}}
+	fromInstallerWithoutKey = configSource{Kind: installerConfigSource, Name: "cloud-provider-config", Key: "config",
+		Data: map[string]string{names.KeyEnableTopology: "true"}}
+	fromNothingStandalone = configSource{Name: "cloud-provider-config"}
+	fromNothing           = configSource{}
+)
+
+func TestSetConfigCondition(t *testing.T) {
+	t.Parallel()
+	const typ = names.ConditionConfigDegraded
+	tests := []struct {
+		name string
+		plan Plan
+		want testutil.CondState
+	}{
+		{
+			name: "When cinder-csi-config exists, it should name it",
+			plan: Plan{ConfigSource: fromUser},
+			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
+				"Driver settings come from ConfigMap openshift-config/cinder-csi-config."},
+		},
+		{
+			name: "When the installer's cloud provider config is read, it should name it, say what is taken and why",
+			plan: Plan{ConfigSource: fromInstaller},
+			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
+				"Driver settings come from the installer's cloud provider config, ConfigMap openshift-config/cloud-provider-config, " +
+					"as openshift-config/cinder-csi-config does not exist: [BlockStorage] of key config and enable_topology."},
+		},
+		{
+			name: "When the installer's cloud provider config has no key the Infrastructure names, it should say so",
+			plan: Plan{ConfigSource: fromInstallerWithoutKey},
+			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
+				"Driver settings come from the installer's cloud provider config, ConfigMap openshift-config/cloud-provider-config, " +
+					"as openshift-config/cinder-csi-config does not exist: enable_topology only, as it has no key config."},
+		},
+		{
+			name: "When standalone without either ConfigMap, it should name both",
+			plan: Plan{ConfigSource: fromNothingStandalone},
+			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
+				"Neither ConfigMap openshift-config/cinder-csi-config nor the installer's cloud provider config " +
+					"openshift-config/cloud-provider-config exists: the driver runs with its defaults."},
+		},
+		{
+			name: "When on HyperShift without cinder-csi-config, it should name that one only",
+			plan: Plan{ConfigSource: fromNothing},
+			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
+				"No ConfigMap openshift-config/cinder-csi-config exists: the driver runs with its defaults."},
+		},
+		{
+			name: "When the TLS profile falls back, it should say so first, then the source",
+			plan: Plan{ConfigSource: fromUser, TLS: tlsprofile.Settings{Problem: "The profile is bad."}},
+			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonTLSProfileFallback,
+				"The profile is bad. The metrics endpoints use the Intermediate profile until it is fixed. " +
+					"Driver settings come from ConfigMap openshift-config/cinder-csi-config."},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := testutil.NewSet(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+			setConfigCondition(s, &tt.plan)
+			g.Expect(testutil.Conditions(s)).To(Equal(map[string]testutil.CondState{typ: tt.want}))
+		})
+	}
+}
+
+func TestConfigSourceEvent(t *testing.T) {
+	t.Parallel()
+	recorded := func(source string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{names.ConfigSourceAnnotation: source}}}
+	}
+	tests := []struct {
+		name   string
+		live   *corev1.ConfigMap
+		source configSource
+		// want is the Event's note, "" for no Event.
+		want string
+	}{
+		{
+			name:   "When cloud-conf records the same source, it should record no Event",
+			live:   recorded("openshift-config/cloud-provider-config, key config"),
+			source: fromInstaller,
+		},
+		{
+			name:   "When cloud-conf does not exist yet, it should say where the settings come from",
+			source: fromUser,
+			want:   "Driver settings come from ConfigMap openshift-config/cinder-csi-config.",
+		},
+		{
+			name:   "When cloud-conf records no source (written by csi-operator), it should say where the settings come from",
+			live:   &corev1.ConfigMap{},
+			source: fromInstaller,
+			want: "Driver settings come from the installer's cloud provider config, ConfigMap openshift-config/cloud-provider-config, " +
+				"as openshift-config/cinder-csi-config does not exist: [BlockStorage] of key config and enable_topology.",
+		},
+		{
+			name:   "When cinder-csi-config is deleted, it should say the installer's file is read and what was read before",
+			live:   recorded("openshift-config/cinder-csi-config"),
+			source: fromInstaller,
+			want: "Driver settings come from the installer's cloud provider config, ConfigMap openshift-config/cloud-provider-config, " +
+				"as openshift-config/cinder-csi-config does not exist: [BlockStorage] of key config and enable_topology. " +
+				"Before, they came from: openshift-config/cinder-csi-config.",
+		},
+		{
+			name:   "When the installer's file loses its key, it should say so",
+			live:   recorded("openshift-config/cloud-provider-config, key config"),
+			source: fromInstallerWithoutKey,
+			want: "Driver settings come from the installer's cloud provider config, ConfigMap openshift-config/cloud-provider-config, " +
+				"as openshift-config/cinder-csi-config does not exist: enable_topology only, as it has no key config. " +
+				"Before, they came from: openshift-config/cloud-provider-config, key config.",
+		},
+		{
+			name:   "When the installer's file is deleted, it should say the defaults apply",
+			live:   recorded("openshift-config/cloud-provider-config, key config"),
+			source: fromNothingStandalone,
+			want: "Neither ConfigMap openshift-config/cinder-csi-config nor the installer's cloud provider config " +
+				"openshift-config/cloud-provider-config exists: the driver runs with its defaults. " +
+				"Before, they came from: openshift-config/cloud-provider-config, key config.",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			note, ok := configSourceEvent(tt.live, tt.source)
+			g.Expect(ok).To(Equal(tt.want != ""))
+			g.Expect(note).To(Equal(tt.want))
+			g.Expect(note).NotTo(ContainSubstring("s3cret"))
+		})
+	}
+
+	t.Run("When the sources differ, each should have an Event action of its own, so no change hides in another's series", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		actions := map[string]bool{}
+		for _, src := range []configSource{fromUser, fromInstaller, fromInstallerWithoutKey, fromNothing} {
+			actions[src.action()] = true
+		}
+		g.Expect(actions).To(HaveLen(4))
+		g.Expect(fromNothingStandalone.action()).To(Equal(fromNothing.action()))
 	})
 }

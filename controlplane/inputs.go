@@ -22,7 +22,8 @@ type Inputs struct {
 	HCP         *hyperv1.HostedControlPlane
 	Credentials *corev1.Secret
 	// CAConfigMap holds the OpenStack CA under ca-bundle.pem: openstack-cloud-config in the HCP
-	// namespace, or, standalone, the cloud-provider config Infrastructure names.
+	// namespace, or, standalone, the installer's cloud provider config Infrastructure names,
+	// which is also where the driver settings come from without UserConfig (configsource.go).
 	CAConfigMap *corev1.ConfigMap
 	// Infrastructure and Proxy are the cluster's (standalone only).
 	Infrastructure *configv1.Infrastructure

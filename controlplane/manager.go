@@ -124,8 +124,9 @@ func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
 		},
 	}
 	if !cfg.HyperShift {
-		// The cloud-provider config holding the CA is named by Infrastructure, so it cannot
-		// be selected by a fixed name: openshift-config has few ConfigMaps.
+		// The installer's cloud provider config (the CA, and the driver settings without
+		// cinder-csi-config) is named by Infrastructure, so it cannot be selected by a fixed
+		// name: openshift-config has few ConfigMaps.
 		guestConfigMaps[names.OpenShiftConfigNamespace] = cache.Config{}
 		guest.ByObject[&configv1.Infrastructure{}] = cache.ByObject{Field: clusters.ByName(names.InfrastructureName)}
 		guest.ByObject[&configv1.Proxy{}] = cache.ByObject{Field: clusters.ByName(names.ProxyName)}

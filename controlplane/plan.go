@@ -66,6 +66,9 @@ type Plan struct {
 	Problems []problem
 	// Topology is the decision the objects carry, and why.
 	Topology topologyDecision
+	// ConfigSource is where the driver settings come from; the controller copy of cloud-conf
+	// records it.
+	ConfigSource configSource
 	// ServiceMonitor is set when Apply holds the ServiceMonitor, whose watch starts late.
 	ServiceMonitor bool
 	// TLS is the TLS security profile the kube-rbac-proxies serve. Its Problem is set when the
@@ -92,6 +95,10 @@ func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
 		return p, nil
 	}
 	p.Topology = chooseTopology(cfg.Override, s.Detection, cfg.LastTopology)
+	if p.Topology.Source == sourceOverride {
+		p.Topology.OverrideFrom = cfg.Source.ref()
+	}
+	p.ConfigSource = cfg.Source
 	steps, err := objects(d, rc, cfg, s.Inputs.Credentials, s.Inputs.Deployment, p.Topology.Enabled)
 	if err != nil {
 		return nil, err
@@ -123,6 +130,7 @@ func detectionFor(rc Config, s State) (detectionInputs, bool) {
 func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.Secret, live *appsv1.Deployment, enableTopology bool) ([]plan.Step, error) {
 	ns := rc.Namespace
 	controllerConf := desiredCloudConf(ns, names.CloudConfConfigMap, cfg.ControllerConf, enableTopology, cfg.CABundle)
+	cfg.Source.annotate(controllerConf)
 	nodeConf := desiredCloudConf(names.GuestNamespace, names.NodeCloudConf(rc.HyperShift), cfg.NodeConf, enableTopology, "")
 
 	objs, err := desiredControllerObjects(d, controllerInputs{

@@ -156,6 +156,10 @@ func TestDesired(t *testing.T) {
 		{name: "When standalone behind a proxy, it should match the fixture", rc: standaloneConfig(), state: standaloneState(true, false), topology: true},
 		{name: "When standalone with a trusted CA bundle, it should match the fixture", rc: standaloneConfig(), state: standaloneState(false, true)},
 		{name: "When standalone behind a proxy with a trusted CA bundle, it should match the fixture", rc: standaloneConfig(), state: standaloneState(true, true), topology: true},
+		// A cluster installed before 4.14: its settings are in the installer's cloud provider
+		// config, enable_topology included, which wins over the detection.
+		{name: "When standalone with only the installer's cloud provider config, it should match the fixture", rc: standaloneConfig(),
+			state: withInstallerConfig(standaloneState(false, false), map[string]string{"config": installerINI, names.KeyEnableTopology: "false"}), topology: true},
 		// The fixtures above serve Intermediate, the profile of a cluster that sets none.
 		{name: "When on HyperShift with the Modern TLS profile, it should match the fixture", rc: hyperShiftConfig(), state: withProfile(hyperShiftState(false, ""), modernProfile())},
 		{name: "When standalone with the Modern TLS profile, it should match the fixture", rc: standaloneConfig(), state: withProfile(standaloneState(false, false), modernProfile())},
@@ -271,6 +275,32 @@ func TestDesired(t *testing.T) {
 		p := desiredPlan(t, hyperShiftConfig(), s)
 		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("ServiceMonitor")))
 		g.Expect(p.ServiceMonitor).To(BeFalse())
+	})
+
+	t.Run("When the installer's cloud provider config sets enable_topology, it should name it as the override and record it as the source", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := withInstallerConfig(standaloneState(false, false), map[string]string{"config": installerINI, names.KeyEnableTopology: "true"})
+		s.Detection = Offline(false)
+		p := desiredPlan(t, standaloneConfig(), s)
+		g.Expect(p.Problems).To(BeEmpty())
+		g.Expect(p.Topology.Enabled).To(BeTrue())
+		g.Expect(p.Topology.Source).To(Equal(sourceOverride))
+		g.Expect(p.Topology.OverrideFrom).To(Equal("openshift-config/cloud-provider-config"))
+		g.Expect(p.ConfigSource.Kind).To(Equal(installerConfigSource))
+		for _, st := range p.Apply {
+			cm, ok := st.Object.(*corev1.ConfigMap)
+			if !ok || !strings.HasPrefix(cm.Name, names.CloudConfConfigMap) {
+				continue
+			}
+			g.Expect(cm.Data[names.KeyCloudConf]).To(ContainSubstring("ignore-volume-az = yes"), cm.Name)
+			g.Expect(cm.Data[names.KeyCloudConf]).NotTo(ContainSubstring("trust-device-path"), cm.Name)
+			if cm.Name == names.CloudConfConfigMap {
+				g.Expect(cm.Annotations).To(HaveKeyWithValue(names.ConfigSourceAnnotation, "openshift-config/cloud-provider-config, key config"))
+			} else {
+				g.Expect(cm.Annotations).NotTo(HaveKey(names.ConfigSourceAnnotation), "the node copy")
+			}
+		}
 	})
 
 	t.Run("When Unmanaged, it should plan nothing", func(t *testing.T) {
@@ -495,6 +525,14 @@ func TestDesiredDetection(t *testing.T) {
 			g.Expect(ok).To(BeFalse())
 		})
 	}
+
+	t.Run("When the installer's cloud provider config decides topology, it should not list zones", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := withInstallerConfig(standaloneState(false, false), map[string]string{names.KeyEnableTopology: "false"})
+		_, ok := detectionFor(standaloneConfig(), s)
+		g.Expect(ok).To(BeFalse())
+	})
 
 	t.Run("When Managed with valid input, it should list zones with the credentials, cloud and CA, and decide from the answer", func(t *testing.T) {
 		t.Parallel()

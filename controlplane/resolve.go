@@ -49,6 +49,9 @@ type config struct {
 	NodeConf       string
 	Override       *bool
 	LastTopology   *bool
+	// Source is where the driver settings (the [BlockStorage] of both confs, Override) come
+	// from.
+	Source configSource
 	// Proxy is the proxy towards OpenStack: the cluster-wide one (standalone) or the operator's
 	// own (HyperShift). TrustedCA is the injected CA bundle (standalone).
 	Proxy     configv1.ProxyStatus
@@ -166,20 +169,17 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*confi
 	}
 	cfg.CABundle = ca
 
-	userINI := ""
-	if in.UserConfig != nil {
-		userINI = in.UserConfig.Data[names.KeyUserConfig]
-		o, err := cloudconfig.ParseTopologyOverride(in.UserConfig.Data[names.KeyEnableTopology])
-		if err != nil {
-			problems = append(problems, configProblem(err))
-		}
-		cfg.Override = o
+	cfg.Source = chooseConfigSource(rc, in)
+	userINI, enableTopology := cfg.Source.settings()
+	if cfg.Override, err = cloudconfig.ParseTopologyOverride(enableTopology); err != nil {
+		problems = append(problems, configProblem(cfg.Source, err))
 	}
-	ccIn := cloudconfig.Input{UserConfig: userINI, CloudName: cfg.CloudName, HasCA: cfg.CABundle != ""}
+	ccIn := cloudconfig.Input{UserConfig: userINI, CloudName: cfg.CloudName, HasCA: cfg.CABundle != "",
+		BlockStorageOnly: cfg.Source.Kind == installerConfigSource}
 	if cfg.ControllerConf, err = cloudconfig.Controller(ccIn); err != nil {
-		problems = append(problems, configProblem(err))
+		problems = append(problems, configProblem(cfg.Source, err))
 	} else if cfg.NodeConf, err = cloudconfig.Node(ccIn); err != nil {
-		problems = append(problems, configProblem(err))
+		problems = append(problems, configProblem(cfg.Source, err))
 	}
 
 	if in.CloudConf != nil {
@@ -227,15 +227,27 @@ func cloudNameFrom(hyperShift bool) string {
 	return fmt.Sprintf("the Infrastructure %s status.platformStatus.openstack.cloudName, %q when unset", names.InfrastructureName, defaultCloudName)
 }
 
-// configProblem words an error of the user's configuration as a problem. A cinder-csi-config
-// error starts with the ConfigMap's bare name: it gets the namespace, so the message names the
-// object to fix, and is not capitalised into a name that does not exist.
-func configProblem(err error) problem {
+// configProblem words an error of the driver settings from src as a problem. A
+// cloudconfig.ConfigError names the ConfigMap by its bare name: it gets the namespace, so the
+// message names the object to fix, and is not capitalised into a name that does not exist. An
+// error in the installer's cloud provider config names that ConfigMap and its key, and says why
+// it was read and how to stop it being read.
+func configProblem(src configSource, err error) problem {
 	var ce *cloudconfig.ConfigError
-	if errors.As(err, &ce) {
-		return problem{names.ReasonInvalidConfig, sentence(fmt.Sprintf("ConfigMap %s/%s", names.OpenShiftConfigNamespace, err.Error()))}
+	if !errors.As(err, &ce) {
+		return problem{names.ReasonInvalidConfig, sentence(err.Error())}
 	}
-	return problem{names.ReasonInvalidConfig, sentence(err.Error())}
+	named := *ce
+	named.ConfigMap = src.Name
+	if named.Key == names.KeyUserConfig {
+		named.Key = src.Key
+	}
+	msg := sentence(fmt.Sprintf("ConfigMap %s/%s", names.OpenShiftConfigNamespace, named.Error()))
+	if src.Kind == installerConfigSource {
+		msg += fmt.Sprintf(" It is the installer's cloud provider config, read because ConfigMap %s/%s does not exist: "+
+			"fix it, or create %s, which takes precedence.", names.OpenShiftConfigNamespace, names.UserConfigMap, names.UserConfigMap)
+	}
+	return problem{names.ReasonInvalidConfig, msg}
 }
 
 // sentence makes an error text a condition sentence.

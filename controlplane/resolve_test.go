@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -143,6 +144,131 @@ func TestResolve(t *testing.T) {
 			}
 			if tt.check != nil {
 				tt.check(g, cfg)
+			}
+		})
+	}
+}
+
+// installerINI is the installer's cloud provider config of a cluster installed before 4.14, with a
+// password in [Global] (and a line that is no "key = value") that must never surface anywhere.
+const installerINI = "[Global]\nsecret-name = openstack-credentials\npassword = s3cret\ns3cret-line\n" +
+	"[LoadBalancer]\nuse-octavia = true\n" +
+	"[Metadata]\nsearch-order = configDrive\n" +
+	"[BlockStorage]\nignore-volume-az = yes\ntrust-device-path = true\n"
+
+// withInstallerConfig returns a standalone state without cinder-csi-config whose installer's cloud
+// provider config, named by Infrastructure, holds data (and the CA).
+func withInstallerConfig(s State, data map[string]string) State {
+	s.Inputs.UserConfig = nil
+	s.Inputs.Infrastructure.Spec.CloudConfig = configv1.ConfigMapFileReference{Name: "cloud-provider-config", Key: "config"}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: names.OpenShiftConfigNamespace, Name: "cloud-provider-config"},
+		Data: map[string]string{names.KeyCABundle: testutil.CA}}
+	for k, v := range data {
+		cm.Data[k] = v
+	}
+	s.Inputs.CAConfigMap = cm
+	return s
+}
+
+// TestResolveConfigSource holds the driver settings to csi-operator's sources: cinder-csi-config,
+// else (standalone only) [BlockStorage] and enable_topology of the installer's cloud provider config.
+func TestResolveConfigSource(t *testing.T) {
+	t.Parallel()
+	installer := func(data map[string]string) State { return withInstallerConfig(standaloneState(false, false), data) }
+	for _, tt := range []struct {
+		name  string
+		rc    Config
+		state State
+		// wantKind is the source; wantConf the [BlockStorage] of both copies ("" for none).
+		wantKind     configSourceKind
+		wantConf     string
+		wantOverride *bool
+		// wantProblem, when set, is the one problem's message.
+		wantProblem string
+	}{
+		{name: "When standalone without cinder-csi-config, it should take [BlockStorage] of the installer's cloud provider config without trust-device-path",
+			rc: standaloneConfig(), state: installer(map[string]string{"config": installerINI}),
+			wantKind: installerConfigSource, wantConf: "[BlockStorage]\nignore-volume-az = yes\n"},
+		{name: "When both ConfigMaps exist, it should take cinder-csi-config alone, enable_topology included",
+			rc: standaloneConfig(), state: func() State {
+				s := installer(map[string]string{"config": installerINI, names.KeyEnableTopology: "false"})
+				s.Inputs.UserConfig = userConfig()
+				return s
+			}(),
+			wantKind: userConfigSource, wantConf: "[BlockStorage]\nignore-volume-az = true\n"},
+		{name: "When [BlockStorage] of the installer's file holds only trust-device-path, it should drop the emptied section",
+			rc: standaloneConfig(), state: installer(map[string]string{"config": "[Global]\npassword = s3cret\n[BlockStorage]\ntrust-device-path = true\n"}),
+			wantKind: installerConfigSource},
+		{name: "When the installer's ConfigMap sets enable_topology, it should override topology",
+			rc: standaloneConfig(), state: installer(map[string]string{"config": installerINI, names.KeyEnableTopology: "false"}),
+			wantKind: installerConfigSource, wantConf: "[BlockStorage]\nignore-volume-az = yes\n", wantOverride: ptrTo(false)},
+		{name: "When the installer's ConfigMap has no key the Infrastructure names, it should take its enable_topology only and not degrade",
+			rc: standaloneConfig(), state: installer(map[string]string{"other": installerINI, names.KeyEnableTopology: "true"}),
+			wantKind: installerConfigSource, wantOverride: ptrTo(true)},
+		{name: "When the Infrastructure names another key, it should read that key",
+			rc: standaloneConfig(), state: func() State {
+				s := installer(map[string]string{"cloud.conf": installerINI})
+				s.Inputs.Infrastructure.Spec.CloudConfig.Key = "cloud.conf"
+				return s
+			}(),
+			wantKind: installerConfigSource, wantConf: "[BlockStorage]\nignore-volume-az = yes\n"},
+		{name: "When standalone without either ConfigMap, it should use no settings",
+			rc: standaloneConfig(), state: func() State {
+				s := installer(nil)
+				s.Inputs.CAConfigMap = nil
+				return s
+			}(),
+			wantKind: noConfigSource},
+		{name: "When [BlockStorage] of the installer's file holds a value the driver refuses, it should name the ConfigMap and line and say how to override it",
+			rc: standaloneConfig(), state: installer(map[string]string{"config": installerINI + "rescan-on-resize = s3cret\n"}),
+			wantProblem: "ConfigMap openshift-config/cloud-provider-config: line 12: [BlockStorage] rescan-on-resize must be a boolean: " +
+				"true, false, yes, no, on, off, 1 or 0. It is the installer's cloud provider config, read because ConfigMap " +
+				"openshift-config/cinder-csi-config does not exist: fix it, or create cinder-csi-config, which takes precedence."},
+		{name: "When the installer's ConfigMap has an invalid enable_topology, it should name the ConfigMap and key",
+			rc: standaloneConfig(), state: installer(map[string]string{"config": installerINI, names.KeyEnableTopology: "s3cret"}),
+			wantProblem: `ConfigMap openshift-config/cloud-provider-config: enable_topology: must be "true" or "false", or be left empty ` +
+				"to detect topology support. It is the installer's cloud provider config, read because ConfigMap " +
+				"openshift-config/cinder-csi-config does not exist: fix it, or create cinder-csi-config, which takes precedence."},
+		{name: "When cinder-csi-config is invalid, it should name it without the installer's hint",
+			rc: standaloneConfig(), state: func() State {
+				s := installer(map[string]string{"config": installerINI})
+				s.Inputs.UserConfig = &corev1.ConfigMap{Data: map[string]string{names.KeyUserConfig: "[BlockStorage]\nignore-volume-az = s3cret\n"}}
+				return s
+			}(),
+			wantProblem: "ConfigMap openshift-config/cinder-csi-config: line 2: [BlockStorage] ignore-volume-az must be a boolean: " +
+				"true, false, yes, no, on, off, 1 or 0."},
+		{name: "When on HyperShift, it should not read HyperShift's cloud ConfigMap for settings: csi-operator has no fallback there",
+			rc: hyperShiftConfig(), state: func() State {
+				s := hyperShiftState(false, "")
+				s.Inputs.UserConfig = nil
+				s.Inputs.CAConfigMap = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: hcpNamespace, Name: names.HyperShiftCloudConfigMap},
+					Data: map[string]string{"config": installerINI, names.KeyEnableTopology: "true"}}
+				return s
+			}(),
+			wantKind: noConfigSource},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			cfg, problems := resolve(tt.rc, managedDriver(), &tt.state.Inputs)
+			if tt.wantProblem != "" {
+				g.Expect(problems).To(HaveLen(1))
+				g.Expect(problems[0].Reason).To(Equal(names.ReasonInvalidConfig))
+				g.Expect(problems[0].Message).To(Equal(tt.wantProblem))
+				g.Expect(problems[0].Message).NotTo(ContainSubstring("s3cret"))
+				return
+			}
+			g.Expect(problems).To(BeEmpty())
+			g.Expect(cfg.Source.Kind).To(Equal(tt.wantKind))
+			g.Expect(cfg.Override).To(Equal(tt.wantOverride))
+			_, blockStorage, _ := strings.Cut(cfg.ControllerConf, "\n\n")
+			g.Expect(blockStorage).To(Equal(tt.wantConf), "controller copy")
+			g.Expect(cfg.NodeConf).To(Equal(tt.wantConf), "node copy: [BlockStorage] alone, no [Metadata] from the installer's file")
+			// Nothing of [Global] leaves the file: not into cloud.conf, not into what the
+			// condition or the Event say.
+			for _, text := range []string{cfg.ControllerConf, cfg.NodeConf, cfg.Source.describe(), cfg.Source.record()} {
+				g.Expect(text).NotTo(ContainSubstring("s3cret"))
+				g.Expect(text).NotTo(ContainSubstring("secret-name"))
 			}
 		})
 	}

@@ -35,6 +35,8 @@ const (
 type topologyDecision struct {
 	Enabled bool
 	Source  string
+	// OverrideFrom names the ConfigMap whose enable_topology overrides (sourceOverride).
+	OverrideFrom string
 	// Failure is the classified reason the last detection failed, empty when it succeeded or
 	// was not needed; FailureMessage is its user-facing sentence (topology.Describe), which
 	// names the proxy when the proxy failed.

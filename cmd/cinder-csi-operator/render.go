@@ -39,7 +39,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	proxyFile := fs.String("proxy-file", "", "Proxy YAML (standalone, optional)")
 	apiServerFile := fs.String("apiserver-file", "", "APIServer cluster YAML, for its TLS security profile (standalone, optional; default Intermediate)")
 	credsFile := fs.String("credentials-file", "", "Secret openstack-cloud-credentials YAML (clouds.yaml, optional cacert)")
-	caFile := fs.String("ca-configmap-file", "", "ConfigMap with ca-bundle.pem (openstack-cloud-config, or the cloud-provider config), optional")
+	caFile := fs.String("ca-configmap-file", "", "ConfigMap with ca-bundle.pem (openstack-cloud-config, or the installer's cloud provider config, whose [BlockStorage] and enable_topology apply without --user-config-file), optional")
 	userFile := fs.String("user-config-file", "", "ConfigMap openshift-config/cinder-csi-config YAML, optional")
 	driverFile := fs.String("clustercsidriver-file", "", "ClusterCSIDriver YAML, optional (default Managed, Normal)")
 	topology := fs.Bool("enable-topology", false, "topology decision to render when cinder-csi-config has no enable_topology (offline, zones cannot be listed)")

@@ -78,6 +78,19 @@ func TestRunRender(t *testing.T) {
 		g.Expect(run(append(args, "--servicemonitor=false"), &out, &errOut)).To(Equal(0), errOut.String())
 		g.Expect(documents(t, out.String())).NotTo(ContainElement("ServiceMonitor/openstack-cinder-csi-driver-controller-monitor"))
 	})
+	t.Run("When rendering a standalone cluster with the installer's cloud provider config and no cinder-csi-config, it should take its [BlockStorage] and enable_topology", func(t *testing.T) {
+		g := NewWithT(t)
+		var out, errOut bytes.Buffer
+		g.Expect(run([]string{"render", "--mode=standalone", "--infrastructure-file=testdata/infrastructure-shiftstack.yaml",
+			"--credentials-file=testdata/credentials.yaml", "--ca-configmap-file=testdata/cloud-provider-config.yaml",
+			"--enable-topology=true"}, &out, &errOut)).To(Equal(0), errOut.String())
+		g.Expect(strings.Count(out.String(), "ignore-volume-az = yes")).To(Equal(2), "both copies of cloud-conf")
+		g.Expect(strings.Count(out.String(), `enable_topology: "false"`)).To(Equal(2), "both copies of cloud-conf")
+		g.Expect(out.String()).To(ContainSubstring("config-source: openshift-config/cloud-provider-config,"))
+		g.Expect(out.String()).NotTo(ContainSubstring("trust-device-path"))
+		g.Expect(out.String()).NotTo(ContainSubstring("cpc-secret-value"))
+		g.Expect(out.String()).NotTo(ContainSubstring("secret-namespace"))
+	})
 	t.Run("When rendering a standalone cluster with an APIServer's TLS profile, it should give it to every kube-rbac-proxy", func(t *testing.T) {
 		g := NewWithT(t)
 		var out, errOut bytes.Buffer

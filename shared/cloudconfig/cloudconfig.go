@@ -1,5 +1,6 @@
 // Package cloudconfig generates the cloud.conf files of the Cinder CSI driver from the user's
-// optional cinder-csi-config ConfigMap.
+// optional cinder-csi-config ConfigMap or, standalone without it, from the installer's cloud
+// provider config.
 //
 // The driver reads cloud.conf with gopkg.in/gcfg.v1, while the user's INI is parsed here with
 // gopkg.in/ini.v1 (as openshift/csi-operator does). The two libraries disagree at the edges
@@ -22,6 +23,9 @@
 //     keys, no control characters, no backslashes, whose escapes the two libraries read apart).
 //   - Errors never quote the user's text: a malformed line in a dropped [Global] section could
 //     hold a password, and errors end up in conditions and events.
+//   - The installer's cloud provider config (Input.BlockStorageOnly) is read for [BlockStorage]
+//     only: the lines of its other sections are blanked before parsing, so the cloud provider's
+//     own settings, credentials included on old clusters, are never parsed, checked or quoted.
 package cloudconfig
 
 import (
@@ -43,16 +47,30 @@ type Input struct {
 	CloudName string
 	// HasCA says whether an OpenStack CA bundle is mounted at names.CAFilePath.
 	HasCA bool
+	// BlockStorageOnly reads nothing of UserConfig but its [BlockStorage] section, for the
+	// installer's cloud provider config: a file written for the cloud provider, whose other
+	// sections are none of the driver's business, and of which csi-operator took [BlockStorage]
+	// only (so no [Metadata] reaches the node copy either). That section is checked like
+	// cinder-csi-config's: a typed value the driver would refuse is an error, since the driver
+	// would otherwise crash on every node; an unknown key (the in-tree provider's bs-version,
+	// say) passes through unchecked, as csi-operator passed it: the driver ignores it, and
+	// refusing it would stop a cluster that works today.
+	BlockStorageOnly bool
 }
 
 // ErrInvalidCloudName is returned by Controller when Input.CloudName is empty or holds control
 // characters: the driver would fail at start with "cloud name ... not found", far from the cause.
 var ErrInvalidCloudName = errors.New("cloud name for clouds.yaml is empty or contains control characters")
 
-// ConfigError reports invalid content in the user's cinder-csi-config ConfigMap. Callers treat
-// it as invalid user input (a Degraded condition, no hot retry); its message is stable for a
-// given input and never contains the user's values.
+// ConfigError reports invalid content in the user's configuration: cinder-csi-config, or the
+// installer's cloud provider config. Callers treat it as invalid user input (a Degraded
+// condition, no hot retry); its message is stable for a given input and never contains the
+// user's values.
 type ConfigError struct {
+	// ConfigMap is the name of the ConfigMap in openshift-config that holds the bad content;
+	// empty means names.UserConfigMap. This package fills in Key only: the caller, which knows
+	// where the text came from, sets ConfigMap (and Key, for another source than cinder-csi-config).
+	ConfigMap string
 	// Key is the ConfigMap key that holds the bad content (names.KeyUserConfig or
 	// names.KeyEnableTopology).
 	Key string
@@ -69,7 +87,11 @@ type ConfigError struct {
 // only when it is not the INI key "config", which is what users edit almost always.
 func (e *ConfigError) Error() string {
 	var b strings.Builder
-	b.WriteString(names.UserConfigMap)
+	if e.ConfigMap != "" {
+		b.WriteString(e.ConfigMap)
+	} else {
+		b.WriteString(names.UserConfigMap)
+	}
 	if e.Key != "" && e.Key != names.KeyUserConfig {
 		b.WriteString(": " + e.Key)
 	}
@@ -98,7 +120,7 @@ func Controller(in Input) (string, error) {
 	if in.CloudName == "" || strings.ContainsFunc(in.CloudName, isForbiddenControl) {
 		return "", ErrInvalidCloudName
 	}
-	user, err := parse(in.UserConfig)
+	user, err := parse(in.UserConfig, in.BlockStorageOnly)
 	if err != nil {
 		return "", err
 	}
@@ -120,7 +142,7 @@ func Controller(in Input) (string, error) {
 // nothing else. The node service of cinder-csi-plugin >= v1.32 reads only these two sections, so
 // the node plugin gets no [Global], no clouds-file and no credentials. A config with neither section gives an empty file, which the driver accepts.
 func Node(in Input) (string, error) {
-	user, err := parse(in.UserConfig)
+	user, err := parse(in.UserConfig, in.BlockStorageOnly)
 	if err != nil {
 		return "", err
 	}

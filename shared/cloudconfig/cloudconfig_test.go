@@ -321,6 +321,107 @@ func TestNode(t *testing.T) {
 	}
 }
 
+// installerConfig is a cloud provider config as an installer before 4.14 left it, with what older
+// clusters and hand edits add: credentials, sections of the cloud provider, a line gcfg reads as
+// a boolean and this package would refuse in cinder-csi-config, and [BlockStorage] settings.
+const installerConfig = "# written by the installer\n" +
+	"[Global]\n" +
+	"secret-name = openstack-credentials\n" +
+	"secret-namespace = kube-system\n" +
+	"password = `hunter2\n" +
+	"insecure\n" +
+	"[LoadBalancer]\n" +
+	"use-octavia = True\n" +
+	"[Metadata]\n" +
+	"search-order = configDrive,elsewhere\n" +
+	"[BlockStorage]\n" +
+	"bs-version = v3\n" +
+	"ignore-volume-az = yes\n" +
+	"trust-device-path = true\n"
+
+func TestBlockStorageOnly(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		config   string
+		wantCtrl string
+		wantNode string
+		wantErr  string
+	}{
+		{
+			name:     "When the installer's file has other sections, it should keep only [BlockStorage], unknown keys included, without trust-device-path",
+			config:   installerConfig,
+			wantCtrl: globalNoCA + "\n[BlockStorage]\nbs-version = v3\nignore-volume-az = yes\n",
+			wantNode: "[BlockStorage]\nbs-version = v3\nignore-volume-az = yes\n",
+		},
+		{
+			name:     "When [BlockStorage] holds only trust-device-path, it should drop the emptied section",
+			config:   "[Global]\nsecret-name = openstack-credentials\n[BlockStorage]\ntrust-device-path = false\n",
+			wantCtrl: globalNoCA,
+			wantNode: "",
+		},
+		{
+			name:     "When the file has no [BlockStorage], it should keep nothing",
+			config:   "[Global]\nsecret-name = openstack-credentials\n[Metadata]\nsearch-order = configDrive\n",
+			wantCtrl: globalNoCA,
+			wantNode: "",
+		},
+		{
+			name:     "When [BlockStorage] is spelt in another case and repeats, it should merge it like the driver",
+			config:   "[blockstorage]\nrescan-on-resize = on\n[Global]\npassword = \"a\\\\b\"\n[BlockStorage]\nignore-volume-az = no\n",
+			wantCtrl: globalNoCA + "\n[BlockStorage]\nrescan-on-resize = on\nignore-volume-az = no\n",
+			wantNode: "[BlockStorage]\nrescan-on-resize = on\nignore-volume-az = no\n",
+		},
+		{
+			name:     "When a value of another section continues over lines, it should skip all of them, as cinder-csi-config reads them",
+			config:   "[Global]\nfuture = a\\\n  b = c\\\n[BlockStorage]\nrescan-on-resize = maybe\n",
+			wantCtrl: globalNoCA,
+			wantNode: "",
+		},
+		{
+			name:    "When a typed [BlockStorage] value is one the driver refuses, it should fail naming key and line",
+			config:  "[Global]\npassword = hunter2\n[BlockStorage]\nignore-volume-az = maybe\n",
+			wantErr: "cinder-csi-config: line 4: [BlockStorage] ignore-volume-az must be a boolean: true, false, yes, no, on, off, 1 or 0",
+		},
+		{
+			name:    "When a [BlockStorage] line is malformed, it should fail naming the line",
+			config:  "[Global]\npassword = hunter2\n[BlockStorage]\nhunter2\n",
+			wantErr: `cinder-csi-config: line 4: expected "key = value" or a [section] header`,
+		},
+		{
+			name:    "When a section header is not closed, it should fail naming the line: it decides where [BlockStorage] is",
+			config:  "[Global\npassword = hunter2\n",
+			wantErr: `cinder-csi-config: line 1: section header is missing its closing "]"`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			in := Input{CloudName: "openstack", UserConfig: tt.config, BlockStorageOnly: true}
+			ctrl, ctrlErr := Controller(in)
+			node, nodeErr := Node(in)
+			if tt.wantErr != "" {
+				g.Expect(ctrlErr).To(MatchError(tt.wantErr))
+				g.Expect(nodeErr).To(MatchError(tt.wantErr))
+				g.Expect(ctrlErr.Error()).NotTo(ContainSubstring("hunter2"))
+				return
+			}
+			g.Expect(ctrlErr).NotTo(HaveOccurred())
+			g.Expect(nodeErr).NotTo(HaveOccurred())
+			g.Expect(ctrl).To(Equal(tt.wantCtrl))
+			g.Expect(node).To(Equal(tt.wantNode))
+		})
+	}
+
+	t.Run("When the same file is cinder-csi-config, it should be refused for the lines of other sections", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		_, err := Controller(Input{CloudName: "openstack", UserConfig: installerConfig})
+		g.Expect(err).To(MatchError("cinder-csi-config: line 5: backtick and triple-quoted values are not supported by the driver"))
+	})
+}
+
 func TestParseTopologyOverride(t *testing.T) {
 	t.Parallel()
 	yes, no := true, false
@@ -373,6 +474,11 @@ func TestConfigError_Error(t *testing.T) {
 			name: "When the error is in another key, it should name the key",
 			err:  &ConfigError{Key: names.KeyEnableTopology, Reason: "bad"},
 			want: "cinder-csi-config: enable_topology: bad",
+		},
+		{
+			name: "When the error is in another ConfigMap, it should name that ConfigMap",
+			err:  &ConfigError{ConfigMap: "cloud-provider-config", Key: "cloud.conf", Line: 2, Reason: "bad"},
+			want: "cloud-provider-config: cloud.conf: line 2: bad",
 		},
 		{
 			name: "When a parser error is attached, it should leave its text out",

@@ -50,6 +50,9 @@ func FuzzCloudConf(f *testing.F) {
 		case fmt.Sprint(ctrlErr) != fmt.Sprint(nodeErr):
 			t.Fatalf("Controller and Node disagree on the same user config: %v vs %v", ctrlErr, nodeErr)
 		}
+		if err := checkBlockStorageOnly(userConfig, nodeErr); err != nil {
+			t.Fatal(err)
+		}
 		if nodeErr != nil {
 			if err := checkConfigError(userConfig, nodeErr); err != nil {
 				t.Fatal(err)
@@ -57,7 +60,7 @@ func FuzzCloudConf(f *testing.F) {
 			return
 		}
 
-		user, err := parse(userConfig)
+		user, err := parse(userConfig, false)
 		if err != nil {
 			t.Fatalf("parse fails where Node succeeds: %v", err)
 		}
@@ -93,6 +96,37 @@ func FuzzCloudConf(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// checkBlockStorageOnly checks the reading of userConfig as the installer's cloud provider
+// config (BlockStorageOnly), given nodeErr, Node's verdict on it as cinder-csi-config: it refuses
+// nothing cinder-csi-config accepts, refuses only with an error checkConfigError accepts, keeps
+// the same [BlockStorage] and no [Metadata], and gcfg reads it back to those values.
+func checkBlockStorageOnly(userConfig string, nodeErr error) error {
+	out, err := Node(Input{UserConfig: userConfig, BlockStorageOnly: true})
+	if err != nil {
+		if nodeErr == nil {
+			return fmt.Errorf("BlockStorageOnly refuses a config that cinder-csi-config may hold: %w", err)
+		}
+		return checkConfigError(userConfig, err)
+	}
+	only, err := parse(userConfig, true)
+	if err != nil {
+		return fmt.Errorf("parse with BlockStorageOnly fails where Node succeeds: %w", err)
+	}
+	if len(only.metadata) > 0 {
+		return fmt.Errorf("BlockStorageOnly keeps [Metadata]: %v", only.metadata)
+	}
+	if nodeErr == nil {
+		full, err := parse(userConfig, false)
+		if err != nil {
+			return fmt.Errorf("parse fails where Node succeeds: %w", err)
+		}
+		if !slices.Equal(only.blockStorage, full.blockStorage) {
+			return fmt.Errorf("BlockStorageOnly keeps [BlockStorage] %v, cinder-csi-config %v", only.blockStorage, full.blockStorage)
+		}
+	}
+	return checkDriverReads(out, nil, only.blockStorage, nil)
 }
 
 // checkDriverReads reads out with gcfg twice: into string fields named after every key written,

@@ -34,8 +34,14 @@ type keyRef struct {
 var droppedBlockStorageKeys = map[string]bool{"trust-device-path": true}
 
 // parse reads the user's INI and returns the kept [BlockStorage] and [Metadata] keys, validated.
-func parse(text string) (userConfig, error) {
-	normalised, lines, err := scan(text)
+// With blockStorageOnly, scan blanks every line outside [BlockStorage] first, so that nothing else
+// is parsed, checked or kept (no [Metadata] either).
+func parse(text string, blockStorageOnly bool) (userConfig, error) {
+	only := ""
+	if blockStorageOnly {
+		only = sectionBlockStorage
+	}
+	normalised, lines, err := scan(text, only)
 	if err != nil {
 		return userConfig{}, err
 	}
@@ -132,11 +138,19 @@ func isForbiddenControl(r rune) bool {
 // header's end with the last ']' on the line, so a comment holding ']' would change the name),
 // and records the line each key was last set on. Line structure is kept one to one, so ini.v1
 // sees the keys on the same lines.
-func scan(text string) (string, map[keyRef]int, error) {
+//
+// When only names a section, the lines of every other section (and those before the first
+// header) are blanked instead of checked: section headers are still checked, since they decide
+// which lines belong to the section, but no other line of those sections reaches ini.v1, a
+// check or an error.
+func scan(text, only string) (string, map[keyRef]int, error) {
 	text = strings.TrimPrefix(text, "\ufeff")
 	raw := strings.Split(text, "\n")
 	lines := make(map[keyRef]int)
 	section := ""
+	// skipped reports whether the current section's lines are blanked rather than read; gcfg
+	// matches section names with strings.EqualFold.
+	skipped := func() bool { return only != "" && !strings.EqualFold(section, only) }
 	bad := func(i int, reason string) (string, map[keyRef]int, error) {
 		return "", nil, &ConfigError{Key: names.KeyUserConfig, Line: i + 1, Reason: reason}
 	}
@@ -144,6 +158,9 @@ func scan(text string) (string, map[keyRef]int, error) {
 		t := strings.TrimSpace(raw[i])
 		switch {
 		case t == "" || t[0] == '#' || t[0] == ';':
+			if skipped() {
+				raw[i] = ""
+			}
 			continue
 		case t[0] == '[':
 			end := strings.IndexByte(t, ']')
@@ -158,10 +175,28 @@ func scan(text string) (string, map[keyRef]int, error) {
 				return bad(i, "section name is empty")
 			}
 			raw[i] = "[" + section + "]"
+			if skipped() {
+				raw[i] = ""
+			}
 			continue
 		}
 
 		eq := strings.IndexByte(t, '=')
+		value := ""
+		if eq >= 0 {
+			value = strings.TrimSpace(t[eq+1:])
+		}
+		if skipped() {
+			end := i
+			if continues(value) {
+				end = lastLine(raw, i)
+			}
+			for j := i; j <= end; j++ {
+				raw[j] = ""
+			}
+			i = end
+			continue
+		}
 		if eq < 0 {
 			return bad(i, `expected "key = value" or a [section] header`)
 		}
@@ -174,7 +209,6 @@ func scan(text string) (string, map[keyRef]int, error) {
 		}
 		lines[keyRef{section: strings.ToLower(section), key: strings.ToLower(key)}] = i + 1
 
-		value := strings.TrimSpace(t[eq+1:])
 		switch {
 		case strings.HasPrefix(value, "`") || strings.HasPrefix(value, `"""`):
 			return bad(i, "backtick and triple-quoted values are not supported by the driver")
@@ -182,19 +216,30 @@ func scan(text string) (string, map[keyRef]int, error) {
 			if !strings.Contains(value[1:], `"`) {
 				return bad(i, "quoted value is missing its closing quote")
 			}
-		case strings.HasSuffix(value, `\`):
-			// A trailing backslash continues the value on the next lines, up to the first line
-			// that does not end in one or is blank, as ini.v1 reads it.
-			for i+1 < len(raw) {
-				i++
-				next := strings.TrimSpace(raw[i])
-				if next == "" || !strings.HasSuffix(next, `\`) {
-					break
-				}
-			}
+		case continues(value):
+			i = lastLine(raw, i)
 		}
 	}
 	return strings.Join(raw, "\n"), lines, nil
+}
+
+// continues reports whether an unquoted value ends in a backslash, which continues it on the
+// next line.
+func continues(value string) bool {
+	return !strings.HasPrefix(value, `"`) && !strings.HasPrefix(value, "`") && strings.HasSuffix(value, `\`)
+}
+
+// lastLine returns the last line of a value that continues after line i: the first later line
+// that does not end in a backslash or is blank, as ini.v1 reads it.
+func lastLine(raw []string, i int) int {
+	for i+1 < len(raw) {
+		i++
+		next := strings.TrimSpace(raw[i])
+		if next == "" || !strings.HasSuffix(next, `\`) {
+			break
+		}
+	}
+	return i
 }
 
 // validKeyName reports whether gcfg accepts name as a variable name: a letter, then letters,

@@ -117,6 +117,10 @@ const (
 
 	// HashAnnotationPrefix prefixes the per-input pod-template hash annotations.
 	HashAnnotationPrefix = "cinder.csi.openshift.io/hash-"
+	// ConfigSourceAnnotation records on the controller copy of cloud-conf which ConfigMap the
+	// driver settings came from, so that a change of source is announced once, by whichever
+	// operator replica leads, also across restarts.
+	ConfigSourceAnnotation = "cinder.csi.openshift.io/config-source"
 
 	HostedControlPlaneLabel = "hypershift.openshift.io/hosted-control-plane"
 	NeedManagementKASAccess = "hypershift.openshift.io/need-management-kas-access"
@@ -204,4 +208,7 @@ const (
 	// ReasonTLSProfileFallback is ConfigDegraded's reason, with status False, while the cluster's
 	// TLS security profile cannot be served and Intermediate is used instead.
 	ReasonTLSProfileFallback = "TLSProfileFallback"
+	// ReasonConfigSourceChanged is the reason of the Normal Event that says where the driver
+	// settings come from, recorded when that source is not the one cloud-conf records.
+	ReasonConfigSourceChanged = "ConfigSourceChanged"
 )
