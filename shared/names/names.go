@@ -15,6 +15,12 @@ const (
 	AssetPrefix = "openstack-cinder-csi-driver"
 )
 
+// OperatorName is the name cluster-storage-operator gives csi-operator's Deployment and its
+// ServiceAccount, and the value of its pods' label `name`. The standalone install keeps all
+// three, so that what OpenShift looks up by name (its storage conformance tests check this
+// Deployment's pod labels) still finds the operator after a switch.
+const OperatorName = AssetPrefix + "-operator"
+
 // Namespaces.
 const (
 	// GuestNamespace is where the node plugin runs, in the guest cluster (and, in standalone
@@ -151,6 +157,10 @@ var LegacyFieldOwners = []string{"openstack-cinder-csi-driver-operator"}
 const (
 	LeaderElectionControlPlane = "cinder-csi-operator-controlplane-lock"
 	LeaderElectionGuest        = "cinder-csi-operator-guest-lock"
+	// CSIOperatorLeaderElection is csi-operator's lease (library-go's controller command names
+	// it <component>-lock), which the start command holds instead of its manager's own: while
+	// an image swap rolls out, the old and the new operator pod wait for each other.
+	CSIOperatorLeaderElection = OperatorName + "-lock"
 )
 
 // ClusterCSIDriver condition types. Every type starts with OpenStackCinder and ends in a suffix
