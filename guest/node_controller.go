@@ -45,7 +45,8 @@ type Reconciler struct {
 	now             func() time.Time
 }
 
-// SetupWithManager watches the ClusterCSIDriver, the node cloud-conf and every owned object.
+// SetupWithManager watches the ClusterCSIDriver (its spec, and its status while it carries a
+// condition of csi-operator's), the node cloud-conf and every owned object.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, guest cluster.Cluster) error {
 	if r.now == nil {
 		r.now = time.Now
@@ -56,7 +57,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, guest cluster.Cluster) e
 	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("guest").
-		WatchesRawSource(watch(&operatorv1.ClusterCSIDriver{}, clusters.DriverChanged)).
+		WatchesRawSource(watch(&operatorv1.ClusterCSIDriver{}, predicate.Or(clusters.DriverChanged, clusters.CarriesConditions(names.CSIOperatorConditions...)))).
 		WatchesRawSource(watch(&corev1.ConfigMap{}, clusters.InNamespace(names.GuestNamespace), clusters.Named(names.NodeCloudConf(r.Config.HyperShift)))).
 		WatchesRawSource(watch(&appsv1.DaemonSet{})).
 		WatchesRawSource(watch(&corev1.ServiceAccount{})).
@@ -76,9 +77,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, guest cluster.Cluster) e
 }
 
 // Reconcile makes the guest objects match the ClusterCSIDriver and the node cloud-conf, then
-// writes this manager's conditions and the observed generation.
+// removes csi-operator's conditions and writes this manager's and the observed generation.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	w := conditions.Writer{Applier: r.applier(), Recorder: r.Recorder, ObserveGeneration: true}
+	// This manager also removes what csi-operator left on the driver (see names.CSIOperatorConditions).
+	w := conditions.Writer{Applier: r.applier(), Recorder: r.Recorder, ObserveGeneration: true, Remove: names.CSIOperatorConditions}
 	return conditions.Reconcile(ctx, r.Guest, req.Name, r.now(), w, r.reconcile)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	configv1 "github.com/openshift/api/config/v1"
 	"golang.org/x/net/http/httpproxy"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane"
@@ -52,7 +53,7 @@ func runControlPlane(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return start(m)
+	return serve(ctrl.SetupSignalHandler(), m)
 }
 
 // bindTopologyFlags registers the topology detection flags.
@@ -61,6 +62,15 @@ func bindTopologyFlags(fs *flag.FlagSet, cfg *controlplane.Config) {
 		"How often the OpenStack availability zones are listed again to decide topology.")
 	fs.DurationVar(&cfg.OpenStackTimeout, "openstack-timeout", controlplane.DefaultOpenStackTimeout,
 		"Time limit of one topology detection against OpenStack.")
+}
+
+// defaultTopologyConfig is a controlplane.Config with the topology flags' defaults, for start,
+// which has no such flags.
+func defaultTopologyConfig() controlplane.Config {
+	return controlplane.Config{
+		TopologyRecheckInterval: controlplane.DefaultTopologyRecheckInterval,
+		OpenStackTimeout:        controlplane.DefaultOpenStackTimeout,
+	}
 }
 
 // What HyperShift's control-plane operator sets in the environment of a control-plane component

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 )
@@ -44,5 +46,5 @@ func runGuest(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return start(m)
+	return serve(ctrl.SetupSignalHandler(), m)
 }

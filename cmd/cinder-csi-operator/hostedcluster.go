@@ -6,7 +6,10 @@ import (
 	"io"
 	"os"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 )
 
@@ -25,38 +28,44 @@ func runHostedCluster(args []string, stderr io.Writer) error {
 	if err := f.parse(fs, args, ""); err != nil {
 		return err
 	}
+	m, err := newHostedCluster(&f, o, stderr)
+	if err != nil {
+		return err
+	}
+	return serve(ctrl.SetupSignalHandler(), m)
+}
+
+// newHostedCluster builds the hosted-cluster operator from parsed flags, its images and hosted
+// environment from the process's environment, and o's topology settings.
+func newHostedCluster(f *managerFlags, o operator.HostedCluster, stderr io.Writer) (*clusters.Manager, error) {
 	if f.guestKubeconfig == "" {
-		return errors.New("--guest-kubeconfig is required")
+		return nil, errors.New("--guest-kubeconfig is required")
 	}
 	var err error
 	// Both sets are checked before anything starts, so one message names every missing image.
 	ctrlImages, ctrlErr := images.ControllerImages(os.LookupEnv, true)
 	nodeImages, nodeErr := images.NodeImages(os.LookupEnv)
 	if err := errors.Join(ctrlErr, nodeErr); err != nil {
-		return err
+		return nil, err
 	}
 	o.ControlPlaneConfig.Images, o.GuestConfig.Images = ctrlImages, nodeImages
 	o.ControlPlaneConfig.Namespace = f.namespace
 	o.ControlPlaneConfig.Proxy = environmentProxy()
 	if err := hostedEnvironment(os.Getenv, &o.ControlPlaneConfig); err != nil {
-		return err
+		return nil, err
 	}
 	o.Common = f.common(stderr)
 	if o.Mgmt, err = restConfig(f.kubeconfig, userAgent("controlplane")); err != nil {
-		return err
+		return nil, err
 	}
 	// Each reconciler reaches the guest under its own user agent, as the split processes do, so
 	// the guest API server's audit log tells their requests apart.
 	if o.ControlPlaneGuest, err = restConfig(f.guestKubeconfig, userAgent("controlplane")); err != nil {
-		return err
+		return nil, err
 	}
 	if o.Guest, err = restConfig(f.guestKubeconfig, userAgent("guest")); err != nil {
-		return err
+		return nil, err
 	}
 	o.LeaderConfig = o.Mgmt
-	m, err := operator.NewHostedCluster(o)
-	if err != nil {
-		return err
-	}
-	return start(m)
+	return operator.NewHostedCluster(o)
 }

@@ -1,13 +1,17 @@
 // Command cinder-csi-operator installs, configures and keeps healthy the OpenStack Cinder CSI
 // driver on OpenShift: in HyperShift mode as two managers (controlplane beside the hosted control
 // plane, guest against the hosted cluster), both in one process (hostedcluster) or each in its
-// own (controlplane, guest); in standalone mode as both in one process.
+// own (controlplane, guest); in standalone mode as both in one process. start runs hostedcluster
+// or standalone from csi-operator's command line and environment (see README.md).
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -20,6 +24,8 @@ func main() {
 const usage = `Usage: cinder-csi-operator <command> [flags]
 
 Commands:
+  start         run as cluster-storage-operator runs csi-operator: standalone, or hostedcluster
+                with --guest-kubeconfig (csi-operator's flags and environment)
   hostedcluster run both managers of a hosted cluster in one process, with one leader lease
   controlplane  run the management-side manager of a hosted cluster (CSI controller, cloud-conf)
   guest         run the guest-side manager of a hosted cluster (node plugin, CSIDriver, StorageClass)
@@ -37,6 +43,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var err error
 	switch args[0] {
+	case "start":
+		err = runStart(args[1:], stderr)
 	case "hostedcluster":
 		err = runHostedCluster(args[1:], stderr)
 	case "controlplane":
@@ -62,4 +70,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// serve runs m until ctx ends: SIGTERM or SIGINT (ctrl.SetupSignalHandler), or, for start, a
+// change of a --terminate-on-files file.
+func serve(ctx context.Context, m *clusters.Manager) error {
+	return m.Start(ctx)
 }

@@ -28,11 +28,13 @@ type managerFlags struct {
 	namespace               string
 	leaderElect             bool
 	leaderElectionNamespace string
-	metricsAddr             string
-	metricsCertDir          string
-	probeAddr               string
-	pprofAddr               string
-	zap                     zap.Options
+	// leaderElectionID overrides the manager's own lease name; no flag sets it (see start).
+	leaderElectionID string
+	metricsAddr      string
+	metricsCertDir   string
+	probeAddr        string
+	pprofAddr        string
+	zap              zap.Options
 }
 
 // bind registers the common flags. defaultMetrics and defaultProbe differ per command so that
@@ -71,6 +73,12 @@ func (f *managerFlags) parse(fs *flag.FlagSet, args []string, defaultNamespace s
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	return f.resolve(defaultNamespace)
+}
+
+// resolve fills the namespace (from the pod when no flag names it, else defaultNamespace) and
+// the leader election namespace.
+func (f *managerFlags) resolve(defaultNamespace string) error {
 	if f.namespace == "" {
 		f.namespace = detectNamespace(defaultNamespace)
 	}
@@ -155,6 +163,7 @@ func (f *managerFlags) common(stderr io.Writer) operator.Common {
 		LogLevel:                live,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionNamespace: f.leaderElectionNamespace,
+		LeaderElectionID:        f.leaderElectionID,
 		LeaderElectionIdentity:  leaderIdentity(os.Getenv),
 		MetricsBindAddress:      f.metricsAddr,
 		HealthProbeBindAddress:  f.probeAddr,

@@ -5,7 +5,10 @@ import (
 	"io"
 	"os"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -21,21 +24,27 @@ func runStandalone(args []string, stderr io.Writer) error {
 	if err := f.parse(fs, args, names.GuestNamespace); err != nil {
 		return err
 	}
-	var err error
-	if o.ControlPlane.Images, err = images.ControllerImages(os.LookupEnv, false); err != nil {
+	m, err := newStandalone(&f, o, stderr)
+	if err != nil {
 		return err
 	}
+	return serve(ctrl.SetupSignalHandler(), m)
+}
+
+// newStandalone builds the standalone operator from parsed flags, its images from the process's
+// environment, and o's topology settings.
+func newStandalone(f *managerFlags, o operator.Standalone, stderr io.Writer) (*clusters.Manager, error) {
+	var err error
+	if o.ControlPlane.Images, err = images.ControllerImages(os.LookupEnv, false); err != nil {
+		return nil, err
+	}
 	if o.Guest.Images, err = images.NodeImages(os.LookupEnv); err != nil {
-		return err
+		return nil, err
 	}
 	o.ControlPlane.Namespace = f.namespace
 	o.Common = f.common(stderr)
 	if o.Cluster, err = restConfig(f.kubeconfig, userAgent("standalone")); err != nil {
-		return err
+		return nil, err
 	}
-	m, err := operator.NewStandalone(o)
-	if err != nil {
-		return err
-	}
-	return start(m)
+	return operator.NewStandalone(o)
 }

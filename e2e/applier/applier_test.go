@@ -35,6 +35,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -691,6 +692,81 @@ func TestApplier_ApplyStatus(t *testing.T) {
 			HaveField("Type", cpAvailable), HaveField("Status", operatorv1.ConditionFalse), HaveField("Reason", "NotAvailable"))))
 		g.Expect(live.Status.Conditions).To(ContainElement(And(
 			HaveField("Type", guestAvail), HaveField("Reason", "Deploying"))))
+	})
+
+	t.Run("When the driver carries csi-operator's conditions, the guest's removal should take exactly those and leave every owner's apply alone", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		d := create(g, "smb.csi.k8s.io")
+		cp, _ := e.applier(t, names.FieldOwnerControlPlane)
+		guest, guestLog := e.applier(t, names.FieldOwnerGuest)
+		// csi-operator's controllers apply their conditions each under its own field manager
+		// (library-go's ApplyOperatorStatus, named <controller instance>-<controller>).
+		for _, w := range []struct {
+			manager string
+			conds   [][3]string
+		}{
+			{"OpenStackCinderDriverNodeServiceController-CSIDriverNodeService", [][3]string{
+				{"OpenStackCinderDriverNodeServiceControllerAvailable", "True", "AsExpected"},
+				{"OpenStackCinderDriverNodeServiceControllerProgressing", "False", "AsExpected"},
+			}},
+			{"OpenStackCinderDriverNodeServiceController-reportDegraded", [][3]string{
+				{"OpenStackCinderDriverNodeServiceControllerDegraded", "True", "SyncError"},
+			}},
+			{"OpenStackCinderCSIDriver-ManagementState", [][3]string{{"ManagementStateDegraded", "False", "AsExpected"}}},
+		} {
+			a, _ := e.applier(t, w.manager)
+			_, err := a.ApplyStatus(ctx, driverStatus(d.Name, w.conds...))
+			g.Expect(err).NotTo(HaveOccurred(), w.manager)
+		}
+		cpConds := driverStatus(d.Name, [3]string{cpAvailable, "True", "AsExpected"})
+		guestConds := driverStatus(d.Name, [3]string{guestAvail, "True", "AsExpected"})
+		for _, a := range []struct {
+			a   *apply.Applier
+			obj *unstructured.Unstructured
+		}{{cp, cpConds}, {guest, guestConds}} {
+			_, err := a.a.ApplyStatus(ctx, a.obj)
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+		waitCached(g, e, d)
+		guestLog.take()
+		before := get(g, e, d)
+		cpFields, _ := appliedFields(g, before.ManagedFields, names.FieldOwnerControlPlane, "status")
+		guestFields, _ := appliedFields(g, before.ManagedFields, names.FieldOwnerGuest, "status")
+
+		cached := &operatorv1.ClusterCSIDriver{}
+		g.Expect(e.cache.Get(ctx, client.ObjectKeyFromObject(d), cached)).To(Succeed())
+		g.Expect(conditions.RemoveTypes(ctx, guest, cached, names.CSIOperatorConditions)).To(Succeed())
+		m := mutating(guestLog.take())
+		g.Expect(m).To(HaveLen(1), "mutating requests: %v", m)
+		g.Expect(m[0]).To(And(HavePrefix(http.MethodPatch+" "), HaveSuffix("/status application/json-patch+json")))
+
+		live := get(g, e, d)
+		g.Expect(conditionTypes(live)).To(Equal([]string{cpAvailable, guestAvail}))
+		// Each owner's apply still owns exactly what it sent; csi-operator's managers own nothing
+		// and the patch left no entry of its own.
+		for _, mf := range live.ManagedFields {
+			g.Expect(mf.Manager).NotTo(HavePrefix("OpenStackCinderDriver"), "entry %s %s", mf.Manager, mf.Operation)
+			g.Expect(mf.Manager).NotTo(HavePrefix("OpenStackCinderCSIDriver"), "entry %s %s", mf.Manager, mf.Operation)
+			if mf.Subresource == "status" {
+				g.Expect(mf.Operation).To(Equal(metav1.ManagedFieldsOperationApply), "entry %s", mf.Manager)
+			}
+		}
+		got, ok := appliedFields(g, live.ManagedFields, names.FieldOwnerControlPlane, "status")
+		g.Expect(ok).To(BeTrue())
+		g.Expect(got).To(Equal(cpFields))
+		got, ok = appliedFields(g, live.ManagedFields, names.FieldOwnerGuest, "status")
+		g.Expect(ok).To(BeTrue())
+		g.Expect(got).To(Equal(guestFields))
+
+		// Nothing more to remove, nothing to re-apply: both repeat without a request.
+		waitCached(g, e, d)
+		g.Expect(e.cache.Get(ctx, client.ObjectKeyFromObject(d), cached)).To(Succeed())
+		g.Expect(conditions.RemoveTypes(ctx, guest, cached, names.CSIOperatorConditions)).To(Succeed())
+		res, err := guest.ApplyStatus(ctx, guestConds)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(res).To(Equal(apply.Unchanged))
+		g.Expect(guestLog.take()).To(BeEmpty())
 	})
 
 	t.Run("When the object passed carries spec and metadata, it should write only the status", func(t *testing.T) {

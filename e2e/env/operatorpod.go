@@ -23,11 +23,32 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/install"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
-// OperatorName is the operator's Deployment, ServiceAccount and pod label value (`app`) in the
-// install manifests.
-const OperatorName = "cinder-csi-operator"
+// hyperShiftOperatorName is the operator's Deployment and ServiceAccount in the HyperShift
+// install manifests, and the value of its pods' label app.
+const hyperShiftOperatorName = "cinder-csi-operator"
+
+// OperatorName returns the name of the operator's Deployment and ServiceAccount in mode's install
+// manifests: standalone, csi-operator's (names.OperatorName), which OpenShift looks up; on
+// HyperShift, the operator's own.
+func OperatorName(mode string) string {
+	if mode == ModeStandalone {
+		return names.OperatorName
+	}
+	return hyperShiftOperatorName
+}
+
+// OperatorPodLabels returns the labels that select the operator's pods in mode's install
+// manifests (its Deployment's selector): standalone, csi-operator's label name; on HyperShift,
+// app.
+func OperatorPodLabels(mode string) map[string]string {
+	if mode == ModeStandalone {
+		return map[string]string{"name": names.OperatorName}
+	}
+	return map[string]string{"app": hyperShiftOperatorName}
+}
 
 // installFieldOwner is the field manager of what the environment applies in an installer's stead.
 const installFieldOwner = "cinder-csi-e2e-installer"
@@ -60,6 +81,10 @@ type OperatorPod struct {
 	Node *realnode.Node
 	// Namespace is the operator's namespace: the HCP namespace, or openshift-cluster-csi-drivers.
 	Namespace string
+	// Name is the operator's Deployment (OperatorName).
+	Name string
+
+	podLabels map[string]string
 
 	client    client.Client
 	clientset kubernetes.Interface
@@ -127,7 +152,7 @@ func (e *Env) DeployOperator(ctx context.Context, o PodOptions) (*OperatorPod, e
 	if e.Mode == ModeHyperShift {
 		// What the HyperShift install manifest asks of the platform: the reviews of the
 		// operator's own metrics endpoint (a namespaced Role cannot grant them).
-		if err := BindAuthDelegator(ctx, e.MgmtClient, e.Namespace, OperatorName); err != nil {
+		if err := BindAuthDelegator(ctx, e.MgmtClient, e.Namespace, OperatorName(e.Mode)); err != nil {
 			return nil, err
 		}
 	}
@@ -141,7 +166,7 @@ func (e *Env) DeployOperator(ctx context.Context, o PodOptions) (*OperatorPod, e
 		return nil, err
 	}
 	p := &OperatorPod{
-		Image: img, Node: node, Namespace: e.Namespace,
+		Image: img, Node: node, Namespace: e.Namespace, Name: OperatorName(e.Mode), podLabels: OperatorPodLabels(e.Mode),
 		client: e.MgmtClient, clientset: cs,
 		failed: make(chan error, 1), done: make(chan struct{}),
 	}
@@ -171,7 +196,7 @@ func (p *OperatorPod) Failed() <-chan error { return p.failed }
 // Pod returns the operator's current pod: the newest one that is not being deleted.
 func (p *OperatorPod) Pod(ctx context.Context) (*corev1.Pod, error) {
 	list := &corev1.PodList{}
-	if err := p.client.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingLabels{"app": OperatorName}); err != nil {
+	if err := p.client.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingLabels(p.podLabels)); err != nil {
 		return nil, err
 	}
 	var newest *corev1.Pod

@@ -37,8 +37,6 @@ import (
 )
 
 const (
-	// operatorSA names the operator's ServiceAccount in every install set.
-	operatorSA = "cinder-csi-operator"
 	// Generous: two shared cores run two or three local clusters at once.
 	installTimeout = 4 * time.Minute
 	poll           = 500 * time.Millisecond
@@ -146,11 +144,21 @@ func createAll(t *testing.T, c client.Client, docs []doc) {
 	}
 }
 
-// serviceAccount returns the identity of the operator's ServiceAccount in namespace ns, as the
-// API server authenticates its token.
-func serviceAccount(ns string) rest.ImpersonationConfig {
+// operatorSA names the operator's ServiceAccount in the install set of an install manifest file
+// (relative to manifests/install): standalone, csi-operator's name; on HyperShift, the
+// operator's own, on both clusters.
+func operatorSA(file string) string {
+	if strings.HasPrefix(file, "hypershift/") {
+		return env.OperatorName(env.ModeHyperShift)
+	}
+	return env.OperatorName(env.ModeStandalone)
+}
+
+// serviceAccount returns the identity of ServiceAccount name in namespace ns, as the API server
+// authenticates its token.
+func serviceAccount(ns, name string) rest.ImpersonationConfig {
 	return rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + ns + ":" + operatorSA,
+		UserName: "system:serviceaccount:" + ns + ":" + name,
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 	}
 }

@@ -39,7 +39,7 @@ func TestHyperShiftInstall(t *testing.T) {
 	placeholder := strings.NewReplacer(install.PlaceholderNamespace, e.Namespace)
 	mgmtDocs := readManifest(t, hyperShiftManagementFile, placeholder)
 	guestDocs := readManifest(t, hyperShiftGuestFile, nil)
-	mgmtID, guestID := serviceAccount(e.Namespace), serviceAccount(names.GuestNamespace)
+	mgmtID, guestID := serviceAccount(e.Namespace, operatorSA(hyperShiftManagementFile)), serviceAccount(names.GuestNamespace, operatorSA(hyperShiftGuestFile))
 	ctx := context.Background()
 
 	t.Run("When the install manifests are applied, it should create every object they hold", func(t *testing.T) {
@@ -70,7 +70,7 @@ func TestHyperShiftInstall(t *testing.T) {
 	})
 
 	t.Run("When the operator Deployment is applied, it should roll out on the management cluster", func(t *testing.T) {
-		waitDeploymentAvailable(t, e.MgmtClient, e.Namespace)
+		waitDeploymentAvailable(t, e.MgmtClient, e.Namespace, operatorSA(hyperShiftManagementFile))
 	})
 
 	log := &apiLog{}
@@ -127,7 +127,7 @@ func TestStandaloneInstall(t *testing.T) {
 	t.Parallel()
 	e := env.StartForTest(t, env.Options{Mode: env.ModeStandalone})
 	docs := readManifest(t, standaloneFile, nil)
-	id := serviceAccount(names.GuestNamespace)
+	id := serviceAccount(names.GuestNamespace, operatorSA(standaloneFile))
 	ctx := context.Background()
 
 	t.Run("When the install manifest is applied, it should create every object it holds", func(t *testing.T) {
@@ -154,7 +154,7 @@ func TestStandaloneInstall(t *testing.T) {
 	})
 
 	t.Run("When the operator Deployment is applied, it should roll out on a master", func(t *testing.T) {
-		waitDeploymentAvailable(t, e.MgmtClient, names.GuestNamespace)
+		waitDeploymentAvailable(t, e.MgmtClient, names.GuestNamespace, operatorSA(standaloneFile))
 	})
 
 	log := &apiLog{}
@@ -280,13 +280,13 @@ func waitLeases(t *testing.T, c client.Client, ns string, leaseNames ...string) 
 	}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
 }
 
-// waitDeploymentAvailable waits until the operator's own Deployment in ns is Available: the
+// waitDeploymentAvailable waits until the operator's own Deployment, ns/name, is Available: the
 // cluster admitted its pod (priority class, ServiceAccount, placement) and kwok runs it.
-func waitDeploymentAvailable(t *testing.T, c client.Client, ns string) {
+func waitDeploymentAvailable(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
 		dep := &appsv1.Deployment{}
-		g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: operatorSA}, dep)).To(Succeed())
+		g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, dep)).To(Succeed())
 		g.Expect(dep.Status.AvailableReplicas).To(BeNumerically(">=", 1), "available replicas; conditions %v", dep.Status.Conditions)
 	}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
 }

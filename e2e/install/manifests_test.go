@@ -1,6 +1,7 @@
 package install_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,7 +79,7 @@ func TestInstallManifests(t *testing.T) {
 				g.Expect(defined).To(HaveKey(ref), "%s binds a role its set does not define", what)
 				g.Expect(subjects).To(HaveLen(1), what)
 				g.Expect(subjects[0].Kind).To(Equal(rbacv1.ServiceAccountKind), what)
-				g.Expect(subjects[0].Name).To(Equal(operatorSA), what)
+				g.Expect(subjects[0].Name).To(Equal(operatorSA(f)), what)
 			}
 			for _, b := range objectsOf[*rbacv1.RoleBinding](docs) {
 				ref := b.RoleRef.Kind + "/" + b.Namespace + "/" + b.RoleRef.Name
@@ -153,7 +154,7 @@ func TestInstallManifests(t *testing.T) {
 		deps := objectsOf[*appsv1.Deployment](readManifest(t, hyperShiftManagementFile, nil))
 		g.Expect(deps).To(HaveLen(1))
 		dep := deps[0]
-		expectCommonPodRules(g, dep)
+		expectCommonPodRules(g, dep, operatorSA(hyperShiftManagementFile))
 		expectHyperShiftPodRules(g, dep)
 	})
 
@@ -163,7 +164,7 @@ func TestInstallManifests(t *testing.T) {
 		deps := objectsOf[*appsv1.Deployment](docs)
 		g.Expect(deps).To(HaveLen(1))
 		dep := deps[0]
-		expectCommonPodRules(g, dep)
+		expectCommonPodRules(g, dep, operatorSA(standaloneFile))
 		pod := dep.Spec.Template.Spec
 		g.Expect(dep.Namespace).To(Equal(names.GuestNamespace))
 		g.Expect(objectsOf[*corev1.Namespace](docs)).To(ContainElement(HaveField("Name", names.GuestNamespace)))
@@ -179,6 +180,41 @@ func TestInstallManifests(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred(), "controller images")
 		_, err = images.NodeImages(envLookup(c))
 		g.Expect(err).NotTo(HaveOccurred(), "node images")
+	})
+
+	t.Run("When the standalone install is read, it should name the operator's Deployment, ServiceAccount, pods and metrics Service as cluster-storage-operator names csi-operator's", func(t *testing.T) {
+		g := NewWithT(t)
+		cso, err := install.ReadDeployment(filepath.Join("..", "..", filepath.FromSlash(install.CSOStandaloneDeployment)))
+		g.Expect(err).NotTo(HaveOccurred())
+		docs := readManifest(t, standaloneFile, nil)
+		deps := objectsOf[*appsv1.Deployment](docs)
+		g.Expect(deps).To(HaveLen(1))
+		dep := deps[0]
+		g.Expect(dep.Name).To(Equal(cso.Name))
+		g.Expect(dep.Name).To(Equal(names.OperatorName))
+		g.Expect(dep.Namespace).To(Equal(cso.Namespace))
+		g.Expect(dep.Spec.Selector).To(Equal(cso.Spec.Selector))
+		for k, v := range cso.Spec.Template.Labels {
+			g.Expect(dep.Spec.Template.Labels).To(HaveKeyWithValue(k, v))
+		}
+		g.Expect(dep.Spec.Template.Spec.ServiceAccountName).To(Equal(cso.Spec.Template.Spec.ServiceAccountName))
+		g.Expect(objectsOf[*corev1.ServiceAccount](docs)).To(ConsistOf(HaveField("Name", cso.Spec.Template.Spec.ServiceAccountName)))
+		// The metrics Service (cluster-storage-operator's openstack-cinder-csi-driver-operator-metrics)
+		// selects the pods, and its serving certificate is the Secret csi-operator's pod mounts.
+		svcs := objectsOf[*corev1.Service](docs)
+		g.Expect(svcs).To(HaveLen(1))
+		g.Expect(svcs[0].Name).To(Equal(names.OperatorName + "-metrics"))
+		g.Expect(svcs[0].Spec.Selector).To(Equal(cso.Spec.Selector.MatchLabels))
+		secret := func(pod corev1.PodSpec) string {
+			for _, v := range pod.Volumes {
+				if v.Name == "serving-cert" && v.Secret != nil {
+					return v.Secret.SecretName
+				}
+			}
+			return ""
+		}
+		g.Expect(secret(dep.Spec.Template.Spec)).To(Equal(secret(cso.Spec.Template.Spec)))
+		g.Expect(svcs[0].Annotations).To(HaveKeyWithValue(names.ServingCertAnnotation, secret(cso.Spec.Template.Spec)))
 	})
 
 	t.Run("When an operator Deployment is read, it should carry every NetworkPolicy label the platform requires of its pods", func(t *testing.T) {
@@ -268,13 +304,13 @@ func rulesOf(d doc) []rbacv1.PolicyRule {
 }
 
 // expectCommonPodRules checks the rules every operator pod follows: non-root with the runtime's
-// seccomp profile, the operator's ServiceAccount, and per container resource requests, a
+// seccomp profile, the operator's ServiceAccount sa, and per container resource requests, a
 // read-only root filesystem, no privilege escalation, no capabilities, FallbackToLogsOnError,
 // IfNotPresent, health probes on the probe port it serves, its own ports, and POD_NAMESPACE and
 // POD_NAME (the leader election identity) from the downward API.
-func expectCommonPodRules(g Gomega, dep *appsv1.Deployment) {
+func expectCommonPodRules(g Gomega, dep *appsv1.Deployment, sa string) {
 	pod := dep.Spec.Template.Spec
-	g.Expect(pod.ServiceAccountName).To(Equal(operatorSA))
+	g.Expect(pod.ServiceAccountName).To(Equal(sa))
 	g.Expect(pod.SecurityContext).NotTo(BeNil())
 	g.Expect(pod.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
 	g.Expect(pod.SecurityContext.SeccompProfile).To(HaveValue(HaveField("Type", corev1.SeccompProfileTypeRuntimeDefault)))

@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"hash/fnv"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	operatorv1 "github.com/openshift/api/operator/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -30,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -82,6 +85,25 @@ func TestStandaloneAdoptsCSIOperatorObjects(t *testing.T) {
 	}
 	rs0 := replicaSets(g, e)[0]
 	rev0 := daemonSetRevisions(g, e)[0]
+	// And the conditions its controllers wrote, each applied under its own field manager as
+	// library-go does, the node plugin's Degraded among them.
+	for _, t := range names.CSIOperatorConditions {
+		status, reason := "False", "AsExpected"
+		switch {
+		case t == "OpenStackCinderDriverNodeServiceControllerDegraded":
+			status, reason = "True", "SyncError"
+		case strings.HasSuffix(t, "Available"):
+			status = "True"
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": operatorv1.GroupVersion.String(), "kind": "ClusterCSIDriver",
+			"metadata": map[string]any{"name": names.ClusterCSIDriverName},
+			"status": map[string]any{"conditions": []any{map[string]any{
+				"type": t, "status": status, "reason": reason, "lastTransitionTime": "2026-01-02T03:04:05Z",
+			}}},
+		}}
+		g.Expect(e.GuestClient.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(t+"-sync"), client.ForceOwnership)).To(Succeed(), t)
+	}
 
 	start := time.Now()
 	op := e.RunOperatorForTest(t, env.OperatorOptions{})
@@ -106,6 +128,17 @@ func TestStandaloneAdoptsCSIOperatorObjects(t *testing.T) {
 		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		waitAvailable(t, e)
 		expectNotDegraded(g, driver(g, e))
+	})
+
+	t.Run("When it takes over csi-operator's ClusterCSIDriver, it should remove every condition csi-operator wrote and keep its own", func(t *testing.T) {
+		g := NewWithT(t)
+		d := driver(g, e)
+		for _, c := range d.Status.Conditions {
+			g.Expect(names.CSIOperatorConditions).NotTo(ContainElement(c.Type), "csi-operator's %s is left", c.Type)
+		}
+		for _, typ := range append(append([]string{}, names.ControlPlaneConditions...), names.GuestConditions...) {
+			g.Expect(conditions.Find(d.Status.Conditions, typ)).NotTo(BeNil(), typ)
+		}
 	})
 
 	t.Run("When it adopts csi-operator's objects, it should keep every one of them: nothing deleted or recreated", func(t *testing.T) {

@@ -28,8 +28,9 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
-// unlabelledOperator names the copy of the operator's Deployment without its policy labels.
-const unlabelledOperator = env.OperatorName + "-unlabelled"
+// unlabelledOperator names the copy of the operator's Deployment without its policy labels, and
+// is the value of its pods' label app.
+const unlabelledOperator = "cinder-csi-operator-unlabelled"
 
 // dialTimeout bounds one connection attempt of the policy checks: a refused one fails at once
 // (kube-router rejects the first packet), so this only guards against a hang.
@@ -192,10 +193,15 @@ func (w *world) deployUnlabelledOperator(t *testing.T) *corev1.Pod {
 	ctx := context.Background()
 	g := NewWithT(t)
 	orig := &appsv1.Deployment{}
-	g.Expect(w.Mgmt.Get(ctx, client.ObjectKey{Namespace: w.OperatorNamespace, Name: env.OperatorName}, orig)).To(Succeed())
+	g.Expect(w.Mgmt.Get(ctx, client.ObjectKey{Namespace: w.OperatorNamespace, Name: env.OperatorName(w.Env.Mode)}, orig)).To(Succeed())
 	labels := map[string]string{}
 	for k, v := range orig.Spec.Template.Labels {
 		labels[k] = v
+	}
+	// Nor the labels the operator's Deployment selects its pods by, so that neither Deployment
+	// counts the other's pod.
+	for k := range orig.Spec.Selector.MatchLabels {
+		delete(labels, k)
 	}
 	for k := range manifests.OperatorPolicyLabels() {
 		delete(labels, k)

@@ -101,6 +101,24 @@ func (a *Applier) ApplyStatus(ctx context.Context, obj client.Object) (Result, e
 	return a.apply(ctx, obj, "status")
 }
 
+// PatchStatus sends patch, a JSON patch, to obj's status subresource as the applier's field
+// owner, and decodes the answer into obj. It is the one write that is not an apply: an apply
+// removes only what its own field owner set, so the conditions another writer left (csi-operator,
+// which this operator replaces) can only go by patch. Nothing is read or compared first: the
+// caller builds the patch from what it read and guards it with JSON patch tests, which fail the
+// request if the object changed in between. A failed request is returned as an *ObjectError with
+// OpWriteStatus.
+func (a *Applier) PatchStatus(ctx context.Context, obj client.Object, patch []byte) error {
+	if err := a.Client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(a.Owner)); err != nil {
+		gvk, gvkErr := apiutil.GVKForObject(obj, a.Client.Scheme())
+		if gvkErr != nil {
+			return fmt.Errorf("patching the status of %T %s: %w", obj, obj.GetName(), err)
+		}
+		return a.objectError(OpWriteStatus, gvk, client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}
+
 func (a *Applier) apply(ctx context.Context, obj client.Object, subresource string) (Result, error) {
 	gvk, err := apiutil.GVKForObject(obj, a.Client.Scheme())
 	if err != nil {

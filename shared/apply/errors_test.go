@@ -153,6 +153,17 @@ func TestApplier_Errors(t *testing.T) {
 			want:    wantDeployment(OpWriteStatus),
 			wantMsg: "writing the status of Deployment clusters-demo/controller on the management cluster: " + errDenied.Error(),
 		},
+		{
+			name: "When the status patch fails, it should return an ObjectError for the status write",
+			funcs: interceptor.Funcs{SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+				return errDenied
+			}},
+			call: func(ctx context.Context, a *Applier) error {
+				return a.PatchStatus(ctx, controllerDeployment(), []byte(`[{"op":"remove","path":"/status/conditions/0"}]`))
+			},
+			want:    wantDeployment(OpWriteStatus),
+			wantMsg: "writing the status of Deployment clusters-demo/controller on the management cluster: " + errDenied.Error(),
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	operatorv1 "github.com/openshift/api/operator/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,6 +37,20 @@ func Watch(c cache.Cache, obj client.Object, preds ...predicate.Predicate) sourc
 // DriverChanged passes ClusterCSIDriver events that change its spec or annotations, not the
 // status writes both managers make.
 var DriverChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})
+
+// CarriesConditions passes ClusterCSIDriver events whose object carries a condition of one of
+// types, status writes included: the guest manager removes csi-operator's conditions
+// (names.CSIOperatorConditions) whenever they appear, also when csi-operator, still running
+// during a switch, writes one after the last change of the spec.
+func CarriesConditions(types ...string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		d, ok := o.(*operatorv1.ClusterCSIDriver)
+		if !ok {
+			return false
+		}
+		return slices.ContainsFunc(d.Status.Conditions, func(c operatorv1.OperatorCondition) bool { return slices.Contains(types, c.Type) })
+	})
+}
 
 // Named passes objects with one of the given names.
 func Named(nameList ...string) predicate.Predicate {

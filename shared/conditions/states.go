@@ -32,21 +32,27 @@ type Writer struct {
 	Recorder events.EventRecorder
 	// ObserveGeneration also writes status.observedGeneration (one manager owns it).
 	ObserveGeneration bool
+	// Remove are condition types of other writers that this one removes whenever the driver
+	// carries them (RemoveTypes): csi-operator's, for the manager that owns the observed
+	// generation. One manager does it, so that two never race to patch the same list.
+	Remove []string
 }
 
-// write records the Events, then writes s's conditions (and the observed generation) to the
-// driver. A Set without conditions writes nothing.
+// write removes the Remove types the driver carries, records the Events, then writes s's
+// conditions (and the observed generation) to the driver. A Set without conditions writes no
+// conditions.
 func (w Writer) write(ctx context.Context, driver *operatorv1.ClusterCSIDriver, s *Set) error {
+	removeErr := RemoveTypes(ctx, w.Applier, driver, w.Remove)
 	conds := s.List()
 	var observed *int64
 	if w.ObserveGeneration {
 		observed = &driver.Generation
 	}
 	if len(conds) == 0 && observed == nil {
-		return nil
+		return removeErr
 	}
 	RecordTransitions(w.Recorder, driver, conds)
-	return ApplyStatus(ctx, w.Applier, driver.Name, conds, observed)
+	return errors.Join(removeErr, ApplyStatus(ctx, w.Applier, driver.Name, conds, observed))
 }
 
 // Body is one manager's reconcile of the ClusterCSIDriver as read: it sets its conditions in st.

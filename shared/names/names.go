@@ -15,6 +15,12 @@ const (
 	AssetPrefix = "openstack-cinder-csi-driver"
 )
 
+// OperatorName is the name cluster-storage-operator gives csi-operator's Deployment and its
+// ServiceAccount, and the value of its pods' label `name`. The standalone install keeps all
+// three, so that what OpenShift looks up by name (its storage conformance tests check this
+// Deployment's pod labels) still finds the operator after a switch.
+const OperatorName = AssetPrefix + "-operator"
+
 // Namespaces.
 const (
 	// GuestNamespace is where the node plugin runs, in the guest cluster (and, in standalone
@@ -155,6 +161,10 @@ var LegacyFieldOwners = []string{"openstack-cinder-csi-driver-operator"}
 const (
 	LeaderElectionControlPlane = "cinder-csi-operator-controlplane-lock"
 	LeaderElectionGuest        = "cinder-csi-operator-guest-lock"
+	// CSIOperatorLeaderElection is csi-operator's lease (library-go's controller command names
+	// it <component>-lock), which the start command holds instead of its manager's own: while
+	// an image swap rolls out, the old and the new operator pod wait for each other.
+	CSIOperatorLeaderElection = OperatorName + "-lock"
 )
 
 // ClusterCSIDriver condition types. Every type starts with OpenStackCinder and ends in a suffix
@@ -186,6 +196,56 @@ var ControlPlaneConditions = []string{
 var GuestConditions = []string{
 	ConditionNodeAvailable, ConditionNodeProgressing, ConditionNodeDegraded,
 	ConditionStaticResourcesDegraded, ConditionStorageClassDegraded, ConditionGuestConfigDegraded,
+}
+
+// CSIOperatorConditions are the ClusterCSIDriver condition types csi-operator writes for this
+// driver. None is a type this operator writes (shared/conditions' tests check), and the guest
+// manager removes every one it finds: they describe controllers that no longer run, and
+// cluster-storage-operator folds every *Available, *Progressing and *Degraded condition of the
+// ClusterCSIDriver into the storage ClusterOperator, so a leftover Degraded=True (or
+// Available=False) would report csi-operator's last word as the cluster's state forever.
+//
+// Read from openshift/csi-operator at f7f9dc59603d190abbcda1ae818f489c9dc2f167 and the
+// library-go it vendors (v0.0.0-20260721103755-0c9fbc9f043a): pkg/operator/starter.go starts the
+// controllers, named with the prefix OpenStackCinder (pkg/driver/openstack-cinder/openstack_cinder.go,
+// GetControllerName); a library-go controller built with WithSyncDegradedOnError also reports
+// <its ToController name>Degraded (pkg/controller/factory/base_controller.go).
+var CSIOperatorConditions = []string{
+	// managementstatecontroller (csicontrollerset WithManagementStateController):
+	// condition.ManagementStateDegradedConditionType.
+	"ManagementStateDegraded",
+	// staticresourcecontroller, once per side (WithConditionalStaticResourcesController):
+	// <instance>Degraded.
+	"OpenStackCinderDriverControlPlaneStaticResourcesControllerDegraded",
+	"OpenStackCinderDriverGuestStaticResourcesControllerDegraded",
+	// csiconfigobservercontroller -> configobserver, with no prefix:
+	// condition.ConfigObservationDegradedConditionType.
+	"ConfigObservationDegraded",
+	// csidrivercontrollerservicecontroller -> deploymentcontroller: <instance>Available and
+	// Progressing from its sync, Degraded from a failed sync.
+	"OpenStackCinderDriverControllerServiceControllerAvailable",
+	"OpenStackCinderDriverControllerServiceControllerProgressing",
+	"OpenStackCinderDriverControllerServiceControllerDegraded",
+	// csidrivernodeservicecontroller: the same three for the node DaemonSet.
+	"OpenStackCinderDriverNodeServiceControllerAvailable",
+	"OpenStackCinderDriverNodeServiceControllerProgressing",
+	"OpenStackCinderDriverNodeServiceControllerDegraded",
+	// csistorageclasscontroller: a failed sync of ToController("StorageClassController").
+	"StorageClassControllerDegraded",
+	// csi-operator's pkg/operator/volume_snapshot_class: ToController("VolumeSnapshotClassController").
+	"VolumeSnapshotClassControllerDegraded",
+	// csi-operator's pkg/openstack-cinder/config/configsync.go: ToController("ConfigSync").
+	"ConfigSyncDegraded",
+	// HyperShift only: library-go's hypershift/deploymentversion, named
+	// OpenStackCinderDeploymentVersionController in openstack_cinder.go.
+	"OpenStackCinderDeploymentVersionControllerDegraded",
+	// The type openstack_cinder.go's StaleConditionsName has csi-operator remove itself, and the
+	// Degraded type a static resource controller of that name writes: a cluster upgraded through
+	// those releases may still carry either.
+	"OpenStackCinderDriverConditionalStaticResourcesController",
+	"OpenStackCinderDriverConditionalStaticResourcesControllerDegraded",
+	// library-go's loglevel controller (WithLogLevelController) and csi-operator's stale
+	// condition remover write no condition.
 }
 
 // Condition reasons (UpperCamel, stable).

@@ -27,6 +27,9 @@ type Common struct {
 	LeaderElection          bool
 	LeaderConfig            *rest.Config
 	LeaderElectionNamespace string
+	// LeaderElectionID, when set, replaces the lease name each manager has of its own
+	// (names.LeaderElectionControlPlane, names.LeaderElectionGuest).
+	LeaderElectionID string
 	// LeaderElectionIdentity holds the leases; see clusters.Options. The controlplane and
 	// guest managers of one pod may share it: they hold different leases.
 	LeaderElectionIdentity string
@@ -96,6 +99,9 @@ func (c Common) options(name string, primary *rest.Config, lockID string) (clust
 	leader := c.LeaderConfig
 	if leader == nil {
 		leader = primary
+	}
+	if c.LeaderElectionID != "" {
+		lockID = c.LeaderElectionID
 	}
 	metrics := clusters.MetricsOptions{CertDir: c.MetricsCertDir, Auth: leader}
 	if c.TLSProfile != nil {

@@ -127,7 +127,7 @@ func (w *world) Prepare(ctx context.Context, guestKubeconfig []byte) error {
 	logf("Waiting for the operator Deployment in %s", w.Namespace)
 	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		dep := &appsv1.Deployment{}
-		if err := w.mgmt.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: "cinder-csi-operator"}, dep); err != nil {
+		if err := w.mgmt.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: env.OperatorName(env.ModeHyperShift)}, dep); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		return dep.Status.AvailableReplicas > 0, nil

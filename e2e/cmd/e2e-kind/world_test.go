@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -52,7 +53,7 @@ func TestPrepare(t *testing.T) {
 	t.Run("When prepared, it should run the operator Deployment of the install manifest, with the given images, in the HCP namespace", func(t *testing.T) {
 		g := NewWithT(t)
 		dep := &appsv1.Deployment{}
-		g.Expect(w.mgmt.Get(ctx, client.ObjectKey{Namespace: "clusters-e2e", Name: "cinder-csi-operator"}, dep)).To(Succeed())
+		g.Expect(w.mgmt.Get(ctx, client.ObjectKey{Namespace: "clusters-e2e", Name: env.OperatorName(env.ModeHyperShift)}, dep)).To(Succeed())
 		g.Expect(dep.Status.AvailableReplicas).To(BeNumerically(">", 0))
 		var values []string
 		for _, c := range dep.Spec.Template.Spec.Containers {

@@ -135,7 +135,7 @@ func run(ctx context.Context) error {
 		}
 		fmt.Printf("Operator pod %s/%s Ready %s after its deployment (image %s)\n",
 			pod.Namespace, pod.Name, time.Since(opStart).Round(100*time.Millisecond), op.Image.Ref)
-		fmt.Printf("  its log: kubectl --kubeconfig %s -n %s logs deploy/%s\n", e.Mgmt.KubeconfigPath(), op.Namespace, env.OperatorName)
+		fmt.Printf("  its log: kubectl --kubeconfig %s -n %s logs deploy/%s\n", e.Mgmt.KubeconfigPath(), op.Namespace, op.Name)
 		failed = op.Failed()
 	} else {
 		logPath := filepath.Join(root, "operator.log")
