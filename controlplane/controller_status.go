@@ -100,11 +100,10 @@ func configSourceEvent(live *corev1.ConfigMap, src configSource) (note string, o
 	if live != nil {
 		was = live.Annotations[names.ConfigSourceAnnotation]
 	}
-	now := src.record()
-	switch {
-	case was == now:
+	switch was {
+	case src.record():
 		return "", false
-	case was == "":
+	case "":
 		return src.describe(), true
 	}
 	return fmt.Sprintf("%s Before, they came from: %s.", src.describe(), was), true
