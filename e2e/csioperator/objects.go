@@ -44,7 +44,7 @@ func Build(o Options) Objects {
 		guest = append(guest, cloudConf(names.GuestNamespace))
 	}
 	guest = append(guest, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: names.NodeServiceAccount}})
-	guest = append(guest, guestStatic()...)
+	guest = append(guest, guestStatic(ns)...)
 	mgmt = append(mgmt, controllerPDB(ns), metricsService(ns))
 	if !o.HyperShift {
 		// csi-operator has no monitoring on HyperShift.
@@ -79,31 +79,64 @@ func Build(o Options) Objects {
 
 // guestStatic returns the guest's static assets: the RBAC of the node plugin and of the
 // controller's sidecars (whose subjects name the controller's ServiceAccount in the guest
-// namespace, dangling on HyperShift), the CSIDriver and the default StorageClass.
-func guestStatic() []client.Object {
+// namespace, dangling on HyperShift), of its kube-rbac-proxies (naming it in its own namespace)
+// and of Prometheus, the CSIDriver and the default StorageClass. Roles before their bindings, as
+// csi-operator orders them.
+func guestStatic(ns string) []client.Object {
 	controllerSubject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: names.ControllerServiceAccount, Namespace: names.GuestNamespace}}
-	const lease = names.AssetPrefix + "-lease-leader-election"
+	const (
+		lease      = names.AssetPrefix + "-lease-leader-election"
+		prometheus = names.AssetPrefix + "-prometheus"
+		rbacProxy  = "openstack-cinder-kube-rbac-proxy"
+	)
+	sidecarBinding := func(name, role string) *rbacv1.ClusterRoleBinding {
+		return &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Subjects:   controllerSubject,
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		}
+	}
 	return []client.Object{
+		&rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "openstack-cinder-privileged-role"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"security.openshift.io"}, Resources: []string{"securitycontextconstraints"},
+				ResourceNames: []string{"privileged"}, Verbs: []string{"use"}}},
+		},
+		&rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: rbacProxy + "-role"},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}},
+		},
 		&rbacv1.Role{
 			ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: lease},
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 				Verbs: []string{"get", "watch", "list", "delete", "update", "create"}}},
+		},
+		&rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: prometheus},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services", "endpoints", "pods"},
+				Verbs: []string{"get", "list", "watch"}}},
+		},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: rbacProxy + "-binding"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: names.ControllerServiceAccount, Namespace: ns}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: rbacProxy + "-role"},
 		},
 		&rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: lease},
 			Subjects:   controllerSubject,
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: lease},
 		},
-		&rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "openstack-cinder-csi-main-provisioner-binding"},
-			Subjects:   controllerSubject,
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "openshift-csi-main-provisioner-role"},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: prometheus},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus-k8s", Namespace: "openshift-monitoring"}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: prometheus},
 		},
-		&rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: "openstack-cinder-privileged-role"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"security.openshift.io"}, Resources: []string{"securitycontextconstraints"},
-				ResourceNames: []string{"privileged"}, Verbs: []string{"use"}}},
-		},
+		sidecarBinding("openstack-cinder-csi-main-provisioner-binding", "openshift-csi-main-provisioner-role"),
+		sidecarBinding("openstack-cinder-csi-main-attacher-binding", "openshift-csi-main-attacher-role"),
+		sidecarBinding("openstack-cinder-csi-main-resizer-binding", "openshift-csi-main-resizer-role"),
+		sidecarBinding("openstack-cinder-csi-main-snapshotter-binding", "openshift-csi-main-snapshotter-role"),
+		sidecarBinding("openstack-cinder-csi-storageclass-reader-resizer-binding", "openshift-csi-resizer-storageclass-reader-role"),
+		sidecarBinding("openstack-cinder-csi-volumesnapshot-reader-provisioner-binding", "openshift-csi-provisioner-volumesnapshot-reader-role"),
 		&rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "openstack-cinder-node-privileged-binding"},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: names.NodeServiceAccount, Namespace: names.GuestNamespace}},

@@ -20,6 +20,13 @@ const (
 	TrustedCAPath   = "/etc/pki/ca-trust/extracted/pem"
 )
 
+// intermediateCiphers are the TLS 1.2 cipher suites of the Intermediate profile, by their IANA
+// names, as csi-operator passes them to kube-rbac-proxy from the cluster's default APIServer
+// profile (HTTP/2 needs one of the AES-128-GCM ones).
+const intermediateCiphers = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256," +
+	"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384," +
+	"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256"
+
 // masterRoleLabel is the role label (and taint key) of OpenShift masters.
 const masterRoleLabel = "node-role.kubernetes.io/master"
 
@@ -116,7 +123,7 @@ func controllerDeployment(o Options, hashes map[string]string) *appsv1.Deploymen
 		c := container(name, o.Images[images.EnvKubeRBACProxy], []string{
 			fmt.Sprintf("--secure-listen-address=0.0.0.0:%d", exposed), fmt.Sprintf("--upstream=http://127.0.0.1:%d/", loopback),
 			"--tls-cert-file=/etc/tls/private/tls.crt", "--tls-private-key-file=/etc/tls/private/tls.key",
-			"--tls-cipher-suites=TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384", "--tls-min-version=VersionTLS12", "--logtostderr=true",
+			"--tls-cipher-suites=" + intermediateCiphers, "--tls-min-version=VersionTLS12", "--logtostderr=true",
 		}, corev1.VolumeMount{Name: "metrics-serving-cert", MountPath: "/etc/tls/private"})
 		c.Resources = requests("10m", "20Mi")
 		c.Ports = []corev1.ContainerPort{{Name: port, ContainerPort: int32(exposed), Protocol: corev1.ProtocolTCP}}

@@ -16,6 +16,7 @@ import (
 	operatorv1 "github.com/openshift/api/operator/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -89,18 +90,53 @@ func (w *world) installCSIOperator(t testing.TB) {
 func (w *world) waitCSIOperatorRolledOut(t testing.TB) {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
-		dep := w.controllerDeployment(g)
-		g.Expect(dep.Status.ObservedGeneration).To(Equal(dep.Generation))
-		g.Expect(dep.Status.UpdatedReplicas).To(Equal(ptr.Deref(dep.Spec.Replicas, 1)), "controller updated")
-		g.Expect(dep.Status.AvailableReplicas).To(Equal(ptr.Deref(dep.Spec.Replicas, 1)), "controller available")
-		g.Expect(dep.Status.Replicas).To(Equal(ptr.Deref(dep.Spec.Replicas, 1)), "no old controller pod left")
-		ds := w.daemonSet(g)
-		g.Expect(ds.Status.ObservedGeneration).To(Equal(ds.Generation))
-		g.Expect(ds.Status.DesiredNumberScheduled).To(BeNumerically(">", 0))
-		g.Expect(ds.Status.UpdatedNumberScheduled).To(Equal(ds.Status.DesiredNumberScheduled), "node plugin updated")
-		g.Expect(ds.Status.NumberAvailable).To(Equal(ds.Status.DesiredNumberScheduled), "node plugin available")
-		g.Expect(w.csiOperatorTemplate(dep.Spec.Template.Spec)).To(BeTrue(), "the controller runs csi-operator's template")
-		g.Expect(w.csiOperatorTemplate(ds.Spec.Template.Spec)).To(BeTrue(), "the node plugin runs csi-operator's template")
+		w.expectRolledOut(g)
+		g.Expect(w.csiOperatorTemplate(w.controllerDeployment(g).Spec.Template.Spec)).To(BeTrue(), "the controller runs csi-operator's template")
+		g.Expect(w.csiOperatorTemplate(w.daemonSet(g).Spec.Template.Spec)).To(BeTrue(), "the node plugin runs csi-operator's template")
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+}
+
+// expectRolledOut fails unless the controller Deployment and the node DaemonSet run their
+// current templates only, every replica available.
+func (w *world) expectRolledOut(g Gomega) {
+	dep := w.controllerDeployment(g)
+	g.Expect(dep.Status.ObservedGeneration).To(Equal(dep.Generation))
+	g.Expect(dep.Status.UpdatedReplicas).To(Equal(ptr.Deref(dep.Spec.Replicas, 1)), "controller updated")
+	g.Expect(dep.Status.AvailableReplicas).To(Equal(ptr.Deref(dep.Spec.Replicas, 1)), "controller available")
+	g.Expect(dep.Status.Replicas).To(Equal(ptr.Deref(dep.Spec.Replicas, 1)), "no old controller pod left")
+	ds := w.daemonSet(g)
+	g.Expect(ds.Status.ObservedGeneration).To(Equal(ds.Generation))
+	g.Expect(ds.Status.DesiredNumberScheduled).To(BeNumerically(">", 0))
+	g.Expect(ds.Status.UpdatedNumberScheduled).To(Equal(ds.Status.DesiredNumberScheduled), "node plugin updated")
+	g.Expect(ds.Status.NumberAvailable).To(Equal(ds.Status.DesiredNumberScheduled), "node plugin available")
+}
+
+// waitSidecarLeases waits until every leader lease of the CSI sidecars (in the guest namespace,
+// held under the controller pods' names) is held by a controller pod that exists.
+func (w *world) waitSidecarLeases(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	NewWithT(t).Eventually(func(g Gomega) {
+		pods := &corev1.PodList{}
+		g.Expect(w.Mgmt.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabels{"app": names.ControllerDeployment})).To(Succeed())
+		current := map[string]bool{}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				current[p.Name] = true
+			}
+		}
+		leases := &coordinationv1.LeaseList{}
+		g.Expect(w.Guest.List(ctx, leases, client.InNamespace(names.GuestNamespace))).To(Succeed())
+		held := 0
+		for _, l := range leases.Items {
+			holder := ptr.Deref(l.Spec.HolderIdentity, "")
+			if !strings.HasPrefix(holder, names.ControllerDeployment+"-") {
+				continue
+			}
+			held++
+			g.Expect(current).To(HaveKey(holder), "lease %s is held by %s, a controller pod that is gone", l.Name, holder)
+		}
+		g.Expect(held).To(BeNumerically(">=", 4), "the provisioner's, attacher's, resizer's and snapshotter's leases")
 	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 }
 
@@ -162,6 +198,7 @@ func switchFromCSIOperator(t *testing.T, w *world) {
 			g.Expect(w.controllerReplicaSets(g)).To(HaveLen(rsBefore+1), "one new controller ReplicaSet")
 			g.Expect(len(w.nodeRevisions(g))).To(BeNumerically("<=", revsBefore+1), "at most one new node plugin revision")
 			g.Expect(w.available(ctx)).To(BeTrue())
+			w.expectRolledOut(g)
 		}).WithTimeout(15 * time.Second).WithPolling(poll).Should(Succeed())
 		t.Logf("Controller Deployment generation %d -> %d, node DaemonSet generation %d -> %d, node revisions %d -> %d",
 			depGen, w.controllerDeployment(g).Generation, dsGen, w.daemonSet(g).Generation, revsBefore, len(w.nodeRevisions(g)))
@@ -181,17 +218,6 @@ func switchFromCSIOperator(t *testing.T, w *world) {
 		NewWithT(t).Expect(left).To(BeEmpty())
 	})
 
-	t.Run("When the operator has taken over, a new claim should be provisioned, attached and mounted", func(t *testing.T) {
-		g := NewWithT(t)
-		g.Expect(w.Guest.Create(ctx, claim(ns, "after", "", "1Gi"))).To(Succeed())
-		token := fmt.Sprintf("after-switch-%d", time.Now().UnixNano())
-		g.Expect(w.runToEnd(t, w.pod(ns, "after", "after",
-			"set -e; echo "+token+" > /data/file; sync; cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))).To(Equal(token))
-		pv := w.waitBound(t, ns, "after")
-		g.Expect(pv.Spec.CSI).NotTo(BeNil())
-		g.Expect(pv.Spec.CSI.Driver).To(Equal(names.DriverName))
-	})
-
 	t.Run("When the operator has taken over, the default StorageClass should be the same object, default, with the same parameters", func(t *testing.T) {
 		g := NewWithT(t)
 		sc := w.defaultStorageClass(g)
@@ -199,6 +225,23 @@ func switchFromCSIOperator(t *testing.T, w *world) {
 		g.Expect(sc.Annotations).To(HaveKeyWithValue(names.DefaultStorageClassAnnotation, "true"))
 		g.Expect(sc.Parameters).To(Equal(scBefore.Parameters))
 		g.Expect(sc.Provisioner).To(Equal(scBefore.Provisioner))
+	})
+
+	t.Run("When the operator has taken over, a new claim should be provisioned, attached and mounted", func(t *testing.T) {
+		g := NewWithT(t)
+		// csi-operator's sidecars keep their leader leases when they stop (this operator's
+		// release theirs), so the new controller provisions and attaches only once those have
+		// expired, up to 137 s after csi-operator's pod stopped: the switch's one pause, for new
+		// volumes only, which the checks above spend part of.
+		w.waitSidecarLeases(t)
+		t.Logf("The new controller holds every sidecar lease %s after the switch began", time.Since(start).Round(100*time.Millisecond))
+		g.Expect(w.Guest.Create(ctx, claim(ns, "after", "", "1Gi"))).To(Succeed())
+		token := fmt.Sprintf("after-switch-%d", time.Now().UnixNano())
+		g.Expect(w.runToEnd(t, w.pod(ns, "after", "after",
+			"set -e; echo "+token+" > /data/file; sync; cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))).To(Equal(token))
+		pv := w.waitBound(t, ns, "after")
+		g.Expect(pv.Spec.CSI).NotTo(BeNil())
+		g.Expect(pv.Spec.CSI.Driver).To(Equal(names.DriverName))
 	})
 
 	t.Run("When the operator has taken over, the writer should have seen no error and no long pause", func(t *testing.T) {
