@@ -4,36 +4,28 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	operatorv1 "github.com/openshift/api/operator/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
 // ConditionTypes are the ClusterCSIDriver condition types csi-operator's controllers write for
-// Cinder (library-go's CSI controller set, its ConfigSync and VolumeSnapshotClass controllers, and
-// on HyperShift its DeploymentVersionController). Some carry no OpenStackCinder prefix: library-go
-// names them after the controller alone.
+// Cinder today (names.CSIOperatorConditions, less the ones of older releases, and on HyperShift
+// only its DeploymentVersionController's).
 func ConditionTypes(hyperShift bool) []string {
-	types := []string{
-		"OpenStackCinderDriverControllerServiceControllerAvailable",
-		"OpenStackCinderDriverControllerServiceControllerProgressing",
-		"OpenStackCinderDriverControllerServiceControllerDegraded",
-		"OpenStackCinderDriverNodeServiceControllerAvailable",
-		"OpenStackCinderDriverNodeServiceControllerProgressing",
-		"OpenStackCinderDriverNodeServiceControllerDegraded",
-		"OpenStackCinderDriverControlPlaneStaticResourcesControllerDegraded",
-		"OpenStackCinderDriverGuestStaticResourcesControllerDegraded",
-		"ConfigObservationDegraded",
-		"ManagementStateDegraded",
-		"StorageClassControllerDegraded",
-		"VolumeSnapshotClassControllerDegraded",
-		ConfigSyncDegraded,
-	}
-	if hyperShift {
-		types = append(types, "OpenStackCinderDeploymentVersionControllerDegraded")
+	var types []string
+	for _, t := range names.CSIOperatorConditions {
+		switch {
+		case strings.HasPrefix(t, "OpenStackCinderDriverConditionalStaticResourcesController"):
+		case t == "OpenStackCinderDeploymentVersionControllerDegraded" && !hyperShift:
+		default:
+			types = append(types, t)
+		}
 	}
 	return types
 }
@@ -67,27 +59,38 @@ func Conditions(hyperShift bool, now metav1.Time) []operatorv1.OperatorCondition
 	return out
 }
 
-// WriteConditions writes conds to the ClusterCSIDriver's status as library-go does: an update of
-// the status subresource under csi-operator's field manager, replacing the conditions of the
-// same types and keeping the others.
+// WriteConditions writes conds to the ClusterCSIDriver's status as library-go's controllers do:
+// each controller (a condition type less its Available, Progressing or Degraded suffix) applies
+// its own conditions to the status subresource under a field manager of its own.
 func WriteConditions(ctx context.Context, guest client.Client, conds []operatorv1.OperatorCondition) error {
-	d := &operatorv1.ClusterCSIDriver{}
-	if err := guest.Get(ctx, client.ObjectKey{Name: names.ClusterCSIDriverName}, d); err != nil {
-		return err
-	}
+	byController := map[string][]any{}
+	var controllers []string
 	for _, c := range conds {
-		replaced := false
-		for i := range d.Status.Conditions {
-			if d.Status.Conditions[i].Type == c.Type {
-				d.Status.Conditions[i], replaced = c, true
-			}
+		name := c.Type
+		for _, suffix := range []string{"Available", "Progressing", "Degraded"} {
+			name = strings.TrimSuffix(name, suffix)
 		}
-		if !replaced {
-			d.Status.Conditions = append(d.Status.Conditions, c)
+		if _, ok := byController[name]; !ok {
+			controllers = append(controllers, name)
 		}
+		cond := map[string]any{
+			"type": c.Type, "status": string(c.Status), "reason": c.Reason,
+			"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
+		}
+		if c.Message != "" {
+			cond["message"] = c.Message
+		}
+		byController[name] = append(byController[name], cond)
 	}
-	if err := guest.Status().Update(ctx, d, client.FieldOwner(FieldManager)); err != nil {
-		return fmt.Errorf("writing csi-operator's conditions: %w", err)
+	for _, name := range controllers {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": operatorv1.GroupVersion.String(), "kind": "ClusterCSIDriver",
+			"metadata": map[string]any{"name": names.ClusterCSIDriverName},
+			"status":   map[string]any{"conditions": byController[name]},
+		}}
+		if err := guest.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(name), client.ForceOwnership); err != nil {
+			return fmt.Errorf("writing csi-operator's %s conditions: %w", name, err)
+		}
 	}
 	return nil
 }

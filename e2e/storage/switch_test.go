@@ -36,11 +36,6 @@ import (
 // switch rolls the node plugin and the controller, neither of which a mounted volume needs.
 const maxWriterGap = 10 * time.Second
 
-// clearsCSIOperatorConditions says whether the operator removes csi-operator's conditions from
-// the ClusterCSIDriver when it takes over. It does not yet: until it does, the switch logs the
-// ones left instead of failing on them.
-const clearsCSIOperatorConditions = false
-
 // csiOperatorOptions describes this world's cluster as csi-operator would have run in it, from
 // what the platform seeded: the credentials, the CA, the metrics certificate and, on HyperShift,
 // the HostedControlPlane.
@@ -188,9 +183,23 @@ func switchFromCSIOperator(t *testing.T, w *world) {
 	start := time.Now()
 	g.Expect(w.switchToOperator(ctx)).To(Succeed())
 	ready := time.Since(start)
-	w.waitAvailable(t)
-	t.Logf("Switch to this operator: its pod Ready after %s, the driver Available and rolled out %s after the switch began",
-		ready.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+	// Done when the driver is Available and not Progressing and both workloads run this
+	// operator's templates, rolled out. The conditions alone can say so a moment early: while
+	// the guest manager waits for the controlplane manager's node copy of cloud-conf, they follow
+	// csi-operator's DaemonSet, which is rolled out.
+	var availableAt time.Duration
+	g.Eventually(func(g Gomega) {
+		available := w.available(ctx)
+		if available && availableAt == 0 {
+			availableAt = time.Since(start)
+		}
+		g.Expect(available).To(BeTrue(), "the driver is Available and not Progressing")
+		w.expectRolledOut(g)
+		g.Expect(w.csiOperatorTemplate(w.controllerDeployment(g).Spec.Template.Spec)).To(BeFalse(), "the controller runs this operator's template")
+		g.Expect(w.csiOperatorTemplate(w.daemonSet(g).Spec.Template.Spec)).To(BeFalse(), "the node plugin runs this operator's template")
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	t.Logf("Switch to this operator: its pod Ready after %s, the driver first reported Available after %s, Available with both workloads rolled out to this operator's templates %s after the switch began",
+		ready.Round(100*time.Millisecond), availableAt.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 
 	t.Run("When the operator takes over, it should roll the controller once and the node plugin at most once", func(t *testing.T) {
 		g := NewWithT(t)
@@ -210,12 +219,8 @@ func switchFromCSIOperator(t *testing.T, w *world) {
 	})
 
 	t.Run("When the operator takes over, csi-operator's conditions should be gone from the ClusterCSIDriver", func(t *testing.T) {
-		left := w.csiOperatorConditions(NewWithT(t))
-		if !clearsCSIOperatorConditions {
-			t.Logf("KNOWN GAP: csi-operator's conditions left on the ClusterCSIDriver: %v", left)
-			return
-		}
-		NewWithT(t).Expect(left).To(BeEmpty())
+		g := NewWithT(t)
+		g.Eventually(w.csiOperatorConditions).WithTimeout(time.Minute).WithPolling(poll).Should(BeEmpty(), "csi-operator's conditions left")
 	})
 
 	t.Run("When the operator has taken over, the default StorageClass should be the same object, default, with the same parameters", func(t *testing.T) {
@@ -295,11 +300,11 @@ func (w *world) removeOperator(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	g := NewWithT(t)
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: w.OperatorNamespace, Name: env.OperatorName}}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: w.OperatorNamespace, Name: w.Operator.Name}}
 	g.Expect(w.Mgmt.Delete(ctx, dep, client.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		pods := &corev1.PodList{}
-		g.Expect(w.Mgmt.List(ctx, pods, client.InNamespace(w.OperatorNamespace), client.MatchingLabels{"app": env.OperatorName})).To(Succeed())
+		g.Expect(w.Mgmt.List(ctx, pods, client.InNamespace(w.OperatorNamespace), client.MatchingLabels(env.OperatorPodLabels(w.Env.Mode)))).To(Succeed())
 		g.Expect(pods.Items).To(BeEmpty(), "the operator's pods are gone")
 		err := w.Mgmt.Get(ctx, client.ObjectKeyFromObject(dep), &appsv1.Deployment{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the operator's Deployment is gone: %v", err)
@@ -448,14 +453,16 @@ func (w *world) defaultStorageClass(g Gomega) *storagev1.StorageClass {
 
 // csiOperatorConditions returns the types of csi-operator's conditions still on the
 // ClusterCSIDriver.
-func (w *world) csiOperatorConditions(g Gomega) []string {
+func (w *world) csiOperatorConditions() ([]string, error) {
 	d := &operatorv1.ClusterCSIDriver{}
-	g.Expect(w.Guest.Get(context.Background(), client.ObjectKey{Name: names.ClusterCSIDriverName}, d)).To(Succeed())
+	if err := w.Guest.Get(context.Background(), client.ObjectKey{Name: names.ClusterCSIDriverName}, d); err != nil {
+		return nil, err
+	}
 	var left []string
-	for _, t := range csioperator.ConditionTypes(w.Env.Mode == env.ModeHyperShift) {
+	for _, t := range names.CSIOperatorConditions {
 		if conditions.Find(d.Status.Conditions, t) != nil {
 			left = append(left, t)
 		}
 	}
-	return left
+	return left, nil
 }
