@@ -59,8 +59,14 @@ func (w *world) csiOperatorOptions(t testing.TB) csioperator.Options {
 		g.Expect(w.Mgmt.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: env.DefaultHostedCluster}, hcp)).To(Succeed())
 		o.HostedControlPlane = hcp
 	} else {
-		// The network operator fills the trusted CA bundle of a standalone cluster.
+		// The network operator fills csi-operator's trusted CA bundle once it exists; csi-operator
+		// mounts the bundle only when it has been filled. (After managementState Removed, this
+		// operator's copy is recreated empty, and nothing here fills it again.)
 		o.TrustedCA = ca
+		cm := &corev1.ConfigMap{}
+		if err := w.Mgmt.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: names.TrustedCABundleConfigMap}, cm); err == nil {
+			o.TrustedCA = cm.Data[names.KeyTrustedCA]
+		}
 	}
 	return o
 }
@@ -264,6 +270,10 @@ func switchBackToCSIOperator(t *testing.T, w *world) {
 	g := NewWithT(t)
 	g.Expect(w.Operator).NotTo(BeNil(), "the operator is not deployed")
 	ns := w.namespace(t, "switchback")
+	// A controller recreated by the scenario before (managementState Removed, then Managed) may
+	// still wait for the leases of the one it replaced: the writer's claim waits for them too,
+	// separately, so that its own wait stays a pod's.
+	w.waitSidecarLeases(t)
 	g.Expect(w.Guest.Create(ctx, claim(ns, "data", "", "1Gi"))).To(Succeed())
 	writer := w.startWriter(t, ns, "writer", "data")
 	w.waitWrites(t, writer, 10)
