@@ -5,7 +5,6 @@ package storage
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -457,7 +456,6 @@ func (w *world) nodeRevisions(g Gomega) []appsv1.ControllerRevision {
 func (w *world) defaultStorageClass(g Gomega) *storagev1.StorageClass {
 	sc := &storagev1.StorageClass{}
 	g.Expect(w.Guest.Get(context.Background(), client.ObjectKey{Name: names.StorageClass}, sc)).To(Succeed())
-	sc.Parameters = maps.Clone(sc.Parameters)
 	return sc
 }
 
