@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
@@ -97,6 +98,12 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 		// An unknown log level: the DaemonSet stays as it is.
 	case s.CloudConf == nil:
 		p.NodeWaiting = fmt.Sprintf("Waiting for ConfigMap %s/%s, which the controlplane manager writes.", names.GuestNamespace, names.NodeCloudConf(cfg.HyperShift))
+	case s.CloudConf.Labels[names.ManagedByLabel] != names.ManagedByValue:
+		// On HyperShift the node copy has csi-operator's name: until the controlplane manager
+		// has written its own, the one here is csi-operator's, and a DaemonSet hashed from it
+		// would roll the node plugin twice in a switch (to csi-operator's content, then to the
+		// node copy's a moment later). csi-operator's DaemonSet runs on meanwhile.
+		p.NodeWaiting = fmt.Sprintf("Waiting for the controlplane manager to take over ConfigMap %s/%s from csi-operator.", names.GuestNamespace, names.NodeCloudConf(cfg.HyperShift))
 	default:
 		ds, err := desiredNodeFor(d, cfg, s.CloudConf, verbosity)
 		if err != nil {
@@ -137,7 +144,7 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 func everything(d *manifests.Decoder, cfg Config, snapshotCRD bool) ([]plan.Step, error) {
 	s := State{
 		Driver:      &operatorv1.ClusterCSIDriver{},
-		CloudConf:   &corev1.ConfigMap{},
+		CloudConf:   &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue}}},
 		SnapshotCRD: snapshotCRD,
 	}
 	p, err := Desired(d, cfg, s)

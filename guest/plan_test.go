@@ -26,8 +26,11 @@ func testState(hyperShift, topology bool) State {
 	return State{
 		Driver: &operatorv1.ClusterCSIDriver{ObjectMeta: metav1.ObjectMeta{Name: names.ClusterCSIDriverName}},
 		CloudConf: &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: names.NodeCloudConf(hyperShift)},
-			Data:       map[string]string{names.KeyCloudConf: "[Global]\n", names.KeyEnableTopology: fmt.Sprint(topology)},
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: names.GuestNamespace, Name: names.NodeCloudConf(hyperShift),
+				Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue},
+			},
+			Data: map[string]string{names.KeyCloudConf: "[Global]\n", names.KeyEnableTopology: fmt.Sprint(topology)},
 		},
 		SnapshotCRD: true,
 	}
@@ -69,6 +72,16 @@ func TestDesired(t *testing.T) {
 		p := desiredPlan(t, testConfig(true), s)
 		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("/DaemonSet/")))
 		g.Expect(p.NodeWaiting).To(Equal("Waiting for ConfigMap openshift-cluster-csi-drivers/cloud-conf, which the controlplane manager writes."))
+	})
+
+	t.Run("When the node copy of cloud-conf is still csi-operator's, it should plan no DaemonSet until the controlplane manager has written its own", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := testState(true, false)
+		s.CloudConf.Labels = nil
+		p := desiredPlan(t, testConfig(true), s)
+		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("/DaemonSet/")))
+		g.Expect(p.NodeWaiting).To(Equal("Waiting for the controlplane manager to take over ConfigMap openshift-cluster-csi-drivers/cloud-conf from csi-operator."))
 	})
 
 	t.Run("When the log level is unknown, it should keep the live DaemonSet and report the field", func(t *testing.T) {

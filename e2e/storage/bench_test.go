@@ -29,7 +29,7 @@ func BenchmarkStorage(b *testing.B) {
 			if b.N > 1 {
 				b.Skip("one iteration is a whole environment: run with -benchtime=1x")
 			}
-			w := startWorld(b, mode)
+			w := startWorld(b, mode, worldOptions{})
 			ctx := context.Background()
 			ns := w.namespace(b, "bench")
 			if err := w.Guest.Create(ctx, claim(ns, "data", "", "1Gi")); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/csioperator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
@@ -50,18 +51,33 @@ type world struct {
 	// OperatorStarted is when the operator's deployment began.
 	EnvUp           time.Duration
 	OperatorStarted time.Time
-	// Operator is the operator's pod, deployed from the install manifests.
+	// Operator is the operator's pod, deployed from the install manifests; nil until the switch
+	// in a world that starts from csi-operator's install.
 	Operator *env.OperatorPod
 	// Env is the environment, for what the fields above do not cover.
 	Env *env.Env
 	// OperatorNamespace is where the operator runs and holds its lease (the controller's
 	// namespace in both modes).
 	OperatorNamespace string
+	// CSIOperator is the cluster csi-operator ran in, when the world started from its install.
+	CSIOperator *csioperator.Options
+
+	operatorBinary string
 }
 
-// startWorld starts an environment of mode on real nodes and the operator against it. Where
-// the host cannot run real nodes the test is skipped, loudly; under CI a skip is a failure.
-func startWorld(t testing.TB, mode string) *world {
+// worldOptions choose how a world starts.
+type worldOptions struct {
+	// fromCSIOperator starts the world as a cluster that runs csi-operator today: its objects
+	// written as it writes them (csioperator.Install), its workloads rolled out from the operand
+	// images built here, its conditions on the ClusterCSIDriver, and this operator not deployed.
+	// The switch scenario deploys it.
+	fromCSIOperator bool
+}
+
+// startWorld starts an environment of mode on real nodes and, unless o.fromCSIOperator, the
+// operator against it. Where the host cannot run real nodes the test is skipped, loudly; under CI
+// a skip is a failure.
+func startWorld(t testing.TB, mode string, o worldOptions) *world {
 	t.Helper()
 	if err := realnode.Check(); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -86,31 +102,46 @@ func startWorld(t testing.TB, mode string) *world {
 		RealNodes:      &env.RealNodeOptions{BinDir: bin},
 		AppCredentials: []fakeopenstack.AppCredential{rotatedCredential},
 	})
-	envUp := time.Since(envStart)
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	op, err := e.DeployOperator(ctx, env.PodOptions{
-		Binary: operator, ExtraArgs: []string{"--topology-recheck-interval=" + topologyRecheck.String()},
-	})
-	if err != nil {
-		dumpLogs(e)
-		t.Fatalf("deploying the operator: %v", err)
-	}
-	t.Cleanup(func() {
-		op.Stop()
-		if t.Failed() {
-			dumpLogs(e)
-		}
-	})
-	t.Logf("Operator pod Ready %s after the environment", time.Since(start).Round(time.Millisecond))
-	return &world{
+	w := &world{
 		Mgmt: e.MgmtClient, Guest: e.GuestClient, Namespace: e.Namespace,
 		OpenStack: e.OpenStack, OpenStackURL: e.Real.OpenStackURL, Disks: e.Real.Disks,
 		GuestNode: e.Real.GuestNode.Name(), GuestServerID: e.Real.GuestServerID,
 		InfraID: env.DefaultInfraID, Zone: e.Zone(), Toolbox: e.Real.Images[images.Toolbox].Ref,
-		EnvUp: envUp, OperatorStarted: start, Operator: op, OperatorNamespace: e.Namespace, Env: e,
+		EnvUp: time.Since(envStart), OperatorNamespace: e.Namespace, Env: e, operatorBinary: operator,
 	}
+	t.Cleanup(func() {
+		if w.Operator != nil {
+			w.Operator.Stop()
+		}
+		if t.Failed() {
+			dumpLogs(e)
+		}
+	})
+	if o.fromCSIOperator {
+		w.installCSIOperator(t)
+		return w
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := w.deployOperator(ctx); err != nil {
+		t.Fatalf("deploying the operator: %v", err)
+	}
+	t.Logf("Operator pod Ready %s after the environment", time.Since(w.OperatorStarted).Round(time.Millisecond))
+	return w
+}
+
+// deployOperator deploys the operator as a pod from its install manifests and returns once the
+// pod is Ready; w.Operator is the pod and w.OperatorStarted when its deployment began.
+func (w *world) deployOperator(ctx context.Context) error {
+	w.OperatorStarted = time.Now()
+	op, err := w.Env.DeployOperator(ctx, env.PodOptions{
+		Binary: w.operatorBinary, ExtraArgs: []string{"--topology-recheck-interval=" + topologyRecheck.String()},
+	})
+	if err != nil {
+		return err
+	}
+	w.Operator = op
+	return nil
 }
 
 // dumpLogs prints the end of the kubelets' and containerd's logs and of every container log on
