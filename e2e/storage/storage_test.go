@@ -32,24 +32,41 @@ import (
 )
 
 func TestStorageHyperShift(t *testing.T) {
-	scenarios(t, startWorld(t, env.ModeHyperShift, worldOptions{fromCSIOperator: true}))
+	scenarios(t, startWorld(t, env.ModeHyperShift, worldOptions{}))
 }
 
 func TestStorageStandalone(t *testing.T) {
-	scenarios(t, startWorld(t, env.ModeStandalone, worldOptions{fromCSIOperator: true}))
+	scenarios(t, startWorld(t, env.ModeStandalone, worldOptions{}))
 }
 
-// scenarios run in order on one world: each leaves no volume behind, so the next one starts
-// from the same state. The world starts as a cluster that runs csi-operator: the first scenario
-// switches it to this operator, the others run on the install it adopted, and the last one
-// switches back.
-func scenarios(t *testing.T, w *world) {
+// TestSwitchHyperShift and TestSwitchStandalone (make test-switch) start from a cluster that runs
+// csi-operator's driver, switch it to this operator with a volume in use and back. They are not
+// part of test-storage yet: each adds about five minutes per mode, three of them the wait for
+// csi-operator's sidecar leases (see switchFromCSIOperator).
+func TestSwitchHyperShift(t *testing.T) {
+	switchScenarios(t, startWorld(t, env.ModeHyperShift, worldOptions{fromCSIOperator: true}))
+}
+
+func TestSwitchStandalone(t *testing.T) {
+	switchScenarios(t, startWorld(t, env.ModeStandalone, worldOptions{fromCSIOperator: true}))
+}
+
+// switchScenarios switch a world that runs csi-operator to this operator, then back.
+func switchScenarios(t *testing.T, w *world) {
 	t.Run("When a cluster runs csi-operator's driver with a volume in use, the switch to this operator should keep the volume writing, every object and the default StorageClass, roll each workload once and leave a driver that provisions", func(t *testing.T) {
 		switchFromCSIOperator(t, w)
 	})
 	if w.Operator == nil {
-		t.Fatal("the operator was not deployed by the switch; every later scenario needs it")
+		t.Fatal("the operator was not deployed by the switch")
 	}
+	t.Run("When the cluster switches back to csi-operator with a volume in use, the volume should keep writing and stay readable through csi-operator's driver", func(t *testing.T) {
+		switchBackToCSIOperator(t, w)
+	})
+}
+
+// scenarios run in order on one world: each leaves no volume behind, so the next one starts
+// from the same state.
+func scenarios(t *testing.T, w *world) {
 	t.Run("When the operator has installed the driver on real nodes, it should be Available", func(t *testing.T) {
 		w.waitAvailable(t)
 	})
@@ -82,10 +99,6 @@ func scenarios(t *testing.T, w *world) {
 	})
 	t.Run("When managementState is Removed with a volume in use, the mount should stay usable until the pod ends", func(t *testing.T) {
 		removedInUse(t, w)
-	})
-	// Last: it leaves csi-operator's install, which no scenario above expects.
-	t.Run("When the cluster switches back to csi-operator with a volume in use, the volume should keep writing and stay readable through csi-operator's driver", func(t *testing.T) {
-		switchBackToCSIOperator(t, w)
 	})
 }
 
