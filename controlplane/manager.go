@@ -168,5 +168,12 @@ func Setup(mgr ctrl.Manager, mgmt, guest cluster.Cluster, cfg Config) error {
 	if err := r.SetupWithManager(mgr, mgmt, guest); err != nil {
 		return fmt.Errorf("setting up the controlplane reconciler: %w", err)
 	}
+	leases := &LeaseReclaimer{
+		Mgmt: mgmt.GetAPIReader(), Guest: guest.GetAPIReader(), GuestWriter: guest.GetClient(),
+		Namespace: cfg.Namespace, Recorder: r.Recorder,
+	}
+	if err := leases.SetupWithManager(mgr, mgmt); err != nil {
+		return fmt.Errorf("setting up the sidecar lease reclaimer: %w", err)
+	}
 	return nil
 }

@@ -2,9 +2,12 @@ package manifests_test
 
 import (
 	"net"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -212,4 +216,28 @@ func mountedFile(g Gomega, pod corev1.PodSpec, name string) string {
 		return ""
 	}
 	return path.Join(mounts[i].MountPath, items[0].Path)
+}
+
+// TestInstallLeaseRuleAgrees checks that the HyperShift guest RBAC names exactly the sidecar
+// leases the controlplane manager may delete.
+func TestInstallLeaseRuleAgrees(t *testing.T) {
+	g := NewWithT(t)
+	b, err := os.ReadFile(filepath.Join("install", "hypershift", "guest.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var found bool
+	for doc := range strings.SplitSeq(string(b), "\n---\n") {
+		role := &rbacv1.Role{}
+		g.Expect(yaml.Unmarshal([]byte(doc), role)).To(Succeed())
+		if role.Kind != "Role" {
+			continue
+		}
+		for _, rule := range role.Rules {
+			if slices.Contains(rule.Resources, "leases") {
+				found = true
+				g.Expect(rule.ResourceNames).To(ConsistOf(names.SidecarLeases))
+				g.Expect(rule.Verbs).To(ConsistOf("get", "delete"))
+			}
+		}
+	}
+	g.Expect(found).To(BeTrue(), "no lease rule in the guest Role")
 }

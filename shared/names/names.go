@@ -50,6 +50,18 @@ const (
 	CloudConfNodeConfigMap = "cloud-conf-node"
 )
 
+// SidecarLeases are the leader-election Leases of the controller's sidecars, in the guest
+// namespace (the sidecars' API server is the guest's), named as csi-lib-utils names them from
+// the driver name (every character other than a letter, a digit or '-' becomes '-'): the
+// provisioner's, the attacher's, the resizer's and the snapshotter's. Each is held under the
+// name of the controller pod whose sidecar leads.
+var SidecarLeases = []string{
+	"cinder-csi-openstack-org",
+	"external-attacher-leader-cinder-csi-openstack-org",
+	"external-resizer-cinder-csi-openstack-org",
+	"external-snapshotter-leader-cinder-csi-openstack-org",
+}
+
 // NodeCloudConf is the name of the node copy of cloud-conf in the guest namespace, the contract
 // between the two managers: the controlplane manager writes it, the guest manager mounts it into
 // the node plugin. On HyperShift it lives in another cluster than the controller copy and keeps
@@ -271,4 +283,7 @@ const (
 	// ReasonConfigSourceChanged is the reason of the Normal Event that says where the driver
 	// settings come from, recorded when that source is not the one cloud-conf records.
 	ReasonConfigSourceChanged = "ConfigSourceChanged"
+	// ReasonLeaseReleased is the reason of the Normal Event recorded when the operator deletes a
+	// sidecar lease still held under the name of a controller pod that no longer exists.
+	ReasonLeaseReleased = "SidecarLeaseReleased"
 )
