@@ -147,21 +147,12 @@ else
 endif
 
 .PHONY: test-storage
-test-storage: ## Real storage end to end: the operator-installed driver provisions, attaches and mounts volumes on real nodes, both modes.
+test-storage: ## Real storage end to end on real nodes, both modes: the operator-installed driver provisions, attaches and mounts volumes; the switch from csi-operator and back with a volume in use.
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	$(MAKE) --no-print-directory real-node-prereqs
 	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -v -run '^TestStorage' ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
 else
 	$(call skip-real-nodes,test-storage)
-endif
-
-.PHONY: test-switch
-test-switch: ## The switch from csi-operator to this operator and back, with a volume in use, on real nodes, both modes.
-ifeq ($(REAL_NODES_POSSIBLE),yes)
-	$(MAKE) --no-print-directory real-node-prereqs
-	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -v -run '^TestSwitch' ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
-else
-	$(call skip-real-nodes,test-switch)
 endif
 
 .PHONY: clean-realnode

@@ -107,15 +107,7 @@ func (e *Env) DeployOperator(ctx context.Context, o PodOptions) (*OperatorPod, e
 	if e.Real == nil {
 		return nil, errors.New("the operator runs as a pod only on real nodes")
 	}
-	img, err := images.BuildOperator(e.options.RealNodes.BinDir, o.Binary)
-	if err != nil {
-		return nil, err
-	}
-	node := e.Real.MgmtNode
-	if err := node.ImportImages(ctx, img.Tar); err != nil {
-		return nil, fmt.Errorf("importing the operator image: %w", err)
-	}
-	root, err := localcluster.RepoRoot()
+	img, root, err := e.operatorImage(ctx, o.Binary)
 	if err != nil {
 		return nil, err
 	}
@@ -161,12 +153,32 @@ func (e *Env) DeployOperator(ctx context.Context, o PodOptions) (*OperatorPod, e
 			return nil, err
 		}
 	}
+	return e.watchOperator(ctx, img, OperatorName(e.Mode), OperatorPodLabels(e.Mode))
+}
+
+// operatorImage builds the operator's image from binary and imports it on the management node;
+// it also returns the repository root, where the manifests are.
+func (e *Env) operatorImage(ctx context.Context, binary string) (images.Built, string, error) {
+	img, err := images.BuildOperator(e.options.RealNodes.BinDir, binary)
+	if err != nil {
+		return images.Built{}, "", err
+	}
+	if err := e.Real.MgmtNode.ImportImages(ctx, img.Tar); err != nil {
+		return images.Built{}, "", fmt.Errorf("importing the operator image: %w", err)
+	}
+	root, err := localcluster.RepoRoot()
+	return img, root, err
+}
+
+// watchOperator waits until the pod of the operator's Deployment name, selected by podLabels,
+// is Ready, and watches it from then on.
+func (e *Env) watchOperator(ctx context.Context, img images.Built, name string, podLabels map[string]string) (*OperatorPod, error) {
 	cs, err := kubernetes.NewForConfig(e.MgmtConfig())
 	if err != nil {
 		return nil, err
 	}
 	p := &OperatorPod{
-		Image: img, Node: node, Namespace: e.Namespace, Name: OperatorName(e.Mode), podLabels: OperatorPodLabels(e.Mode),
+		Image: img, Node: e.Real.MgmtNode, Namespace: e.Namespace, Name: name, podLabels: podLabels,
 		client: e.MgmtClient, clientset: cs,
 		failed: make(chan error, 1), done: make(chan struct{}),
 	}

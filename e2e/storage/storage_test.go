@@ -31,34 +31,39 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
+// TestStorageHyperShift starts from a hosted cluster that runs csi-operator's driver and
+// switches it to this operator (from its install manifests) with a volume in use, as an existing
+// cluster adopts it; the scenarios then run on the adopted driver. TestStorageStandalone starts
+// from a fresh install and runs the scenarios. Both worlds then go back to csi-operator and
+// switch to this operator again by the image swap in cluster-storage-operator's Deployment,
+// under csi-operator's RBAC. So each mode shows both directions with a volume in use, fresh
+// installs on real nodes are the standalone world's and the upstream suite's (HyperShift), and
+// one world per mode serves it all.
 func TestStorageHyperShift(t *testing.T) {
-	scenarios(t, startWorld(t, env.ModeHyperShift, worldOptions{}))
+	w := startWorld(t, env.ModeHyperShift, worldOptions{fromCSIOperator: true})
+	switchToOperator(t, w, byInstallManifests)
+	scenarios(t, w)
+	switchBack(t, w)
+	switchToOperator(t, w, byImageSwap)
 }
 
 func TestStorageStandalone(t *testing.T) {
-	scenarios(t, startWorld(t, env.ModeStandalone, worldOptions{}))
+	w := startWorld(t, env.ModeStandalone, worldOptions{})
+	scenarios(t, w)
+	switchBack(t, w)
+	switchToOperator(t, w, byImageSwap)
 }
 
-// TestSwitchHyperShift and TestSwitchStandalone (make test-switch) start from a cluster that runs
-// csi-operator's driver, switch it to this operator with a volume in use and back. They are not
-// part of test-storage yet: each adds about five minutes per mode, three of them the wait for
-// csi-operator's sidecar leases (see switchFromCSIOperator).
-func TestSwitchHyperShift(t *testing.T) {
-	switchScenarios(t, startWorld(t, env.ModeHyperShift, worldOptions{fromCSIOperator: true}))
-}
-
-func TestSwitchStandalone(t *testing.T) {
-	switchScenarios(t, startWorld(t, env.ModeStandalone, worldOptions{fromCSIOperator: true}))
-}
-
-// switchScenarios switch a world that runs csi-operator to this operator, then back.
-func switchScenarios(t *testing.T, w *world) {
-	t.Run("When a cluster runs csi-operator's driver with a volume in use, the switch to this operator should keep the volume writing, every object and the default StorageClass, roll each workload once and leave a driver that provisions", func(t *testing.T) {
-		switchFromCSIOperator(t, w)
+func switchToOperator(t *testing.T, w *world, how string) {
+	t.Run("When a cluster runs csi-operator's driver with a volume in use, the switch to this operator by "+how+" should keep the volume writing, every object and the default StorageClass, roll each workload once and leave a driver that provisions", func(t *testing.T) {
+		switchFromCSIOperator(t, w, how)
 	})
 	if w.Operator == nil {
 		t.Fatal("the operator was not deployed by the switch")
 	}
+}
+
+func switchBack(t *testing.T, w *world) {
 	t.Run("When the cluster switches back to csi-operator with a volume in use, the volume should keep writing and stay readable through csi-operator's driver", func(t *testing.T) {
 		switchBackToCSIOperator(t, w)
 	})

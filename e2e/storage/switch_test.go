@@ -111,8 +111,8 @@ func (w *world) expectRolledOut(g Gomega) {
 	g.Expect(ds.Status.NumberAvailable).To(Equal(ds.Status.DesiredNumberScheduled), "node plugin available")
 }
 
-// waitSidecarLeases waits until every leader lease of the CSI sidecars (in the guest namespace,
-// held under the controller pods' names) is held by a controller pod that exists.
+// waitSidecarLeases waits until each sidecar's leader lease (names.SidecarLeases, in the guest
+// namespace, held under the controller pods' names) is held by a controller pod that exists.
 func (w *world) waitSidecarLeases(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
@@ -125,18 +125,12 @@ func (w *world) waitSidecarLeases(t testing.TB) {
 				current[p.Name] = true
 			}
 		}
-		leases := &coordinationv1.LeaseList{}
-		g.Expect(w.Guest.List(ctx, leases, client.InNamespace(names.GuestNamespace))).To(Succeed())
-		held := 0
-		for _, l := range leases.Items {
+		for _, name := range names.SidecarLeases {
+			l := &coordinationv1.Lease{}
+			g.Expect(w.Guest.Get(ctx, client.ObjectKey{Namespace: names.GuestNamespace, Name: name}, l)).To(Succeed())
 			holder := ptr.Deref(l.Spec.HolderIdentity, "")
-			if !strings.HasPrefix(holder, names.ControllerDeployment+"-") {
-				continue
-			}
-			held++
-			g.Expect(current).To(HaveKey(holder), "lease %s is held by %s, a controller pod that is gone", l.Name, holder)
+			g.Expect(current).To(HaveKey(holder), "lease %s is held by %q, not a current controller pod", name, holder)
 		}
-		g.Expect(held).To(BeNumerically(">=", 4), "the provisioner's, attacher's, resizer's and snapshotter's leases")
 	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 }
 
@@ -156,11 +150,28 @@ func (w *world) csiOperatorTemplate(pod corev1.PodSpec) bool {
 	return false
 }
 
-// switchToOperator replaces csi-operator by this operator: the one step a platform takes. Today
-// that is the operator deployed from manifests/install; once the tree holds the Deployment that
-// cluster-storage-operator renders for csi-operator, this is where that Deployment is applied
-// with only its image changed, as the image swap of an upgrade does.
-func (w *world) switchToOperator(ctx context.Context) error {
+// How the switch from csi-operator deploys this operator.
+const (
+	// byImageSwap runs cluster-storage-operator's Deployment of csi-operator with only the
+	// image changed, under csi-operator's ServiceAccount and RBAC: the switch as a platform
+	// (or a release payload) makes it.
+	byImageSwap = "cluster-storage-operator's Deployment with the image swapped"
+	// byInstallManifests deploys from manifests/install, with the shorter zone re-detection
+	// the scenarios after it need.
+	byInstallManifests = "the install manifests"
+)
+
+// takeOver replaces csi-operator by this operator, deployed as how says.
+func (w *world) takeOver(ctx context.Context, how string) error {
+	if how == byImageSwap {
+		w.OperatorStarted = time.Now()
+		op, err := w.Env.DeployFromClusterStorageOperator(ctx, w.operatorBinary)
+		if err != nil {
+			return err
+		}
+		w.Operator = op
+		return nil
+	}
 	return w.deployOperator(ctx)
 }
 
@@ -168,7 +179,7 @@ func (w *world) switchToOperator(ctx context.Context) error {
 // volume in use, and checks what a cluster owner relies on: the writer sees no error and no long
 // pause, each workload rolls once, every object is kept, csi-operator's conditions go, a new
 // claim works and the default StorageClass is the same object with the same parameters.
-func switchFromCSIOperator(t *testing.T, w *world) {
+func switchFromCSIOperator(t *testing.T, w *world, how string) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	g.Expect(w.CSIOperator).NotTo(BeNil(), "the world did not start from csi-operator's install")
@@ -181,12 +192,11 @@ func switchFromCSIOperator(t *testing.T, w *world) {
 	objs := csioperator.Build(*w.CSIOperator)
 	uids := w.uids(g, objs)
 	scBefore := w.defaultStorageClass(g)
-	rsBefore := len(w.controllerReplicaSets(g))
-	revsBefore := len(w.nodeRevisions(g))
+	depRev, nodeRev := w.controllerRevision(g), w.nodeRevision(g)
 	depGen, dsGen := w.controllerDeployment(g).Generation, w.daemonSet(g).Generation
 
 	start := time.Now()
-	g.Expect(w.switchToOperator(ctx)).To(Succeed())
+	g.Expect(w.takeOver(ctx, how)).To(Succeed())
 	ready := time.Since(start)
 	// Done when the driver is Available and not Progressing and both workloads run this
 	// operator's templates, rolled out. The conditions alone can say so a moment early: while
@@ -203,19 +213,19 @@ func switchFromCSIOperator(t *testing.T, w *world) {
 		g.Expect(w.csiOperatorTemplate(w.controllerDeployment(g).Spec.Template.Spec)).To(BeFalse(), "the controller runs this operator's template")
 		g.Expect(w.csiOperatorTemplate(w.daemonSet(g).Spec.Template.Spec)).To(BeFalse(), "the node plugin runs this operator's template")
 	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
-	t.Logf("Switch to this operator: its pod Ready after %s, the driver first reported Available after %s, Available with both workloads rolled out to this operator's templates %s after the switch began",
-		ready.Round(100*time.Millisecond), availableAt.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+	t.Logf("Switch to this operator by %s: its pod Ready after %s, the driver first reported Available after %s, Available with both workloads rolled out to this operator's templates %s after the switch began",
+		how, ready.Round(100*time.Millisecond), availableAt.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 
 	t.Run("When the operator takes over, it should roll the controller once and the node plugin at most once", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Consistently(func(g Gomega) {
-			g.Expect(w.controllerReplicaSets(g)).To(HaveLen(rsBefore+1), "one new controller ReplicaSet")
-			g.Expect(len(w.nodeRevisions(g))).To(BeNumerically("<=", revsBefore+1), "at most one new node plugin revision")
+			g.Expect(w.controllerRevision(g)).To(Equal(depRev+1), "one new controller revision")
+			g.Expect(w.nodeRevision(g)).To(BeNumerically("<=", nodeRev+1), "at most one new node plugin revision")
 			g.Expect(w.available(ctx)).To(BeTrue())
 			w.expectRolledOut(g)
 		}).WithTimeout(15 * time.Second).WithPolling(poll).Should(Succeed())
-		t.Logf("Controller Deployment generation %d -> %d, node DaemonSet generation %d -> %d, node revisions %d -> %d",
-			depGen, w.controllerDeployment(g).Generation, dsGen, w.daemonSet(g).Generation, revsBefore, len(w.nodeRevisions(g)))
+		t.Logf("Controller Deployment generation %d -> %d, revision %d -> %d; node DaemonSet generation %d -> %d, revision %d -> %d",
+			depGen, w.controllerDeployment(g).Generation, depRev, w.controllerRevision(g), dsGen, w.daemonSet(g).Generation, nodeRev, w.nodeRevision(g))
 	})
 
 	t.Run("When the operator takes over, it should keep every object csi-operator left: same UIDs", func(t *testing.T) {
@@ -240,8 +250,8 @@ func switchFromCSIOperator(t *testing.T, w *world) {
 	t.Run("When the operator has taken over, a new claim should be provisioned, attached and mounted", func(t *testing.T) {
 		g := NewWithT(t)
 		// csi-operator's sidecars keep their leader leases when they stop (this operator's
-		// release theirs), so the new controller provisions and attaches only once those have
-		// expired, up to 137 s after csi-operator's pod stopped: the switch's one pause, for new
+		// release theirs); the operator deletes those whose pod is gone, and the new
+		// controller's sidecars take them at their next try: the switch's one pause, for new
 		// volumes only, which the checks above spend part of.
 		w.waitSidecarLeases(t)
 		t.Logf("The new controller holds every sidecar lease %s after the switch began", time.Since(start).Round(100*time.Millisecond))
@@ -283,6 +293,7 @@ func switchBackToCSIOperator(t *testing.T, w *world) {
 	o := w.csiOperatorOptions(t)
 	g.Expect(csioperator.Restore(ctx, w.Mgmt, w.Guest, csioperator.Build(o))).To(Succeed())
 	g.Expect(csioperator.WriteConditions(ctx, w.Guest, csioperator.Conditions(o.HyperShift, metav1.Now()))).To(Succeed())
+	w.Operator, w.CSIOperator = nil, &o
 	w.waitCSIOperatorRolledOut(t)
 	t.Logf("Switch back to csi-operator: its workloads rolled out %s after the switch back began", time.Since(start).Round(100*time.Millisecond))
 
@@ -439,18 +450,27 @@ func (w *world) uids(g Gomega, objs csioperator.Objects) map[string]types.UID {
 	return out
 }
 
-// nodeRevisions returns the node DaemonSet's ControllerRevisions, one per template it has run.
-func (w *world) nodeRevisions(g Gomega) []appsv1.ControllerRevision {
+// controllerRevision returns the controller Deployment's revision: one more for each rollout,
+// also one back to a template it ran before.
+func (w *world) controllerRevision(g Gomega) int {
+	rev, err := strconv.Atoi(w.controllerDeployment(g).Annotations["deployment.kubernetes.io/revision"])
+	g.Expect(err).NotTo(HaveOccurred())
+	return rev
+}
+
+// nodeRevision returns the highest revision among the node DaemonSet's ControllerRevisions: one
+// more for each rollout, also one back to a template it ran before.
+func (w *world) nodeRevision(g Gomega) int64 {
 	ds := w.daemonSet(g)
 	list := &appsv1.ControllerRevisionList{}
 	g.Expect(w.Guest.List(context.Background(), list, client.InNamespace(names.GuestNamespace))).To(Succeed())
-	var out []appsv1.ControllerRevision
+	var top int64
 	for _, r := range list.Items {
 		if slices.ContainsFunc(r.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == ds.UID }) {
-			out = append(out, r)
+			top = max(top, r.Revision)
 		}
 	}
-	return out
+	return top
 }
 
 func (w *world) defaultStorageClass(g Gomega) *storagev1.StorageClass {
