@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,7 +43,10 @@ type Reconciler struct {
 	controller controller.Controller
 	// snapshotClasses is the VolumeSnapshotClass watch, started once its CRD is served.
 	snapshotClasses clusters.LateWatch
-	now             func() time.Time
+	// fallback remembers the cluster-scoped kinds this manager may not patch (under
+	// cluster-storage-operator's RBAC) and so writes with create and update.
+	fallback *apply.UpdateFallback
+	now      func() time.Time
 }
 
 // SetupWithManager watches the ClusterCSIDriver (its spec, and its status while it carries a
@@ -52,6 +56,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, guest cluster.Cluster) e
 		r.now = time.Now
 	}
 	r.cache = guest.GetCache()
+	r.fallback = apply.NewUpdateFallback(
+		schema.GroupKind{Group: storagev1.GroupName, Kind: "CSIDriver"},
+		schema.GroupKind{Group: storagev1.GroupName, Kind: "StorageClass"},
+		schema.GroupKind{Group: snapshotv1.GroupName, Kind: "VolumeSnapshotClass"})
 	watch := func(obj client.Object, preds ...predicate.Predicate) source.Source {
 		return clusters.Watch(r.cache, obj, preds...)
 	}
@@ -170,7 +178,7 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 
 // applier writes to the guest as the guest manager, naming the guest in errors on HyperShift.
 func (r *Reconciler) applier() *apply.Applier {
-	return apply.New(r.Guest, names.FieldOwnerGuest).On(r.errCluster())
+	return apply.New(r.Guest, names.FieldOwnerGuest).On(r.errCluster()).WithUpdateFallback(r.fallback)
 }
 
 // cluster names the guest in errors on HyperShift; a standalone install has one cluster.
