@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
@@ -46,7 +49,12 @@ type Reconciler struct {
 	// fallback remembers the cluster-scoped kinds this manager may not patch (under
 	// cluster-storage-operator's RBAC) and so writes with create and update.
 	fallback *apply.UpdateFallback
-	now      func() time.Time
+	// accessReviews remembers, standalone, whether the operator may create
+	// SubjectAccessReviews, asked once (see State.NoAccessReviews).
+	accessReviews   sync.Mutex
+	accessDecided   bool
+	mayReviewAccess bool
+	now             func() time.Time
 }
 
 // SetupWithManager watches the ClusterCSIDriver (its spec, and its status while it carries a
@@ -169,11 +177,38 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 	if err != nil {
 		return nil, err
 	}
+	if !r.Config.HyperShift {
+		may, err := r.canReviewAccess(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.NoAccessReviews = !may
+	}
 	if err := apply.List(ctx, r.Guest, r.errCluster(), &scs); err != nil {
 		return nil, err
 	}
 	s.StorageClasses = scs.Items
 	return s, nil
+}
+
+// canReviewAccess reports whether the operator may create SubjectAccessReviews, asking the API
+// server the first time; an error is returned, and the question asked again next time.
+func (r *Reconciler) canReviewAccess(ctx context.Context) (bool, error) {
+	r.accessReviews.Lock()
+	defer r.accessReviews.Unlock()
+	if r.accessDecided {
+		return r.mayReviewAccess, nil
+	}
+	may, err := access.Allowed(ctx, r.Guest, "", authorizationv1.GroupName, "subjectaccessreviews", "create")
+	if err != nil {
+		return false, err
+	}
+	r.accessDecided, r.mayReviewAccess = true, may
+	if !may {
+		ctrl.LoggerFrom(ctx).Info("SubjectAccessReviews may not be created: the kube-rbac-proxies' ClusterRole grants token reviews only",
+			"clusterRole", names.KubeRBACProxyRole)
+	}
+	return may, nil
 }
 
 // applier writes to the guest as the guest manager, naming the guest in errors on HyperShift.
