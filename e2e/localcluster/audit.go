@@ -23,7 +23,7 @@ type AuditEvent struct {
 		Resource, Namespace, Name, APIGroup, Subresource string
 	}
 	// ResponseStatus is the answer's status; Code 403 for a request the authorizer denied.
-	ResponseStatus struct{ Code int }
+	ResponseStatus           struct{ Code int }
 	RequestReceivedTimestamp time.Time
 }
 
