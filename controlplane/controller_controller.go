@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -73,6 +74,9 @@ type Reconciler struct {
 	// monitors is the ServiceMonitor watch. It starts on the first reconcile that finds the
 	// kind served, not at setup: the monitoring stack may be installed at any time.
 	monitors clusters.LateWatch
+	// monitorAccess says whether ServiceMonitors may be watched at all (not under
+	// cluster-storage-operator's RBAC); when not, they are read directly and not watched.
+	monitorAccess monitorAccess
 }
 
 // SetupWithManager watches the inputs and owned objects on both clusters.
@@ -160,8 +164,12 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	mgmtApplier, err := r.mgmtApplier(ctx, p.ServiceMonitor || p.ManagementState == operatorv1.Removed)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	appliers := plan.Appliers{
-		plan.Management: r.mgmtApplier().Adopting(names.LegacyFieldOwners...).On(r.errCluster(apply.ClusterManagement)),
+		plan.Management: mgmtApplier.Adopting(names.LegacyFieldOwners...).On(r.errCluster(apply.ClusterManagement)),
 		plan.Guest:      apply.New(r.Guest, r.fieldOwner()).Adopting(names.LegacyFieldOwners...).On(r.errCluster(apply.ClusterGuest)),
 	}
 
@@ -190,7 +198,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		"computeZones", p.Topology.ComputeZones, "volumeZones", p.Topology.VolumeZones)
 
 	var applyErr error
-	if p.ServiceMonitor {
+	if p.ServiceMonitor && r.monitorsWatched() {
 		applyErr = r.monitors.Start(r.controller, r.mgmtCache, newServiceMonitor(), "ServiceMonitors")
 	}
 	if applyErr == nil {
@@ -213,11 +221,31 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 // every kind. The client reads objects without a Go type (the ServiceMonitor) from the API
 // server, which would cost a GET on every reconcile. The client itself must stay that way: the
 // applier's adoption fallback reads csi-operator's objects through it, and the label-selected
-// cache cannot see them.
-func (r *Reconciler) mgmtApplier() *apply.Applier {
+// cache cannot see them. monitors says whether the applier may touch the ServiceMonitor (a
+// standalone plan that applies it, or any plan that deletes it): then it asks, once, whether
+// ServiceMonitors may be watched, and if not reads them directly (see monitorAccess).
+func (r *Reconciler) mgmtApplier(ctx context.Context, monitors bool) (*apply.Applier, error) {
 	a := apply.New(r.Mgmt, r.fieldOwner())
 	a.Reader = r.mgmtCache
-	return a
+	if !monitors || r.Config.HyperShift {
+		return a, nil
+	}
+	watched, err := r.monitorAccess.watchable(ctx, r.Mgmt, r.Config.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("checking access to ServiceMonitors: %w", err)
+	}
+	if !watched {
+		a.Reader = monitorReader{cached: r.mgmtCache, direct: r.Mgmt}
+	}
+	return a, nil
+}
+
+// monitorsWatched reports whether the ServiceMonitor may be watched, as decided by the
+// mgmtApplier of this reconcile.
+func (r *Reconciler) monitorsWatched() bool {
+	r.monitorAccess.mu.Lock()
+	defer r.monitorAccess.mu.Unlock()
+	return r.monitorAccess.decided && r.monitorAccess.watch
 }
 
 func (r *Reconciler) fieldOwner() string { return names.FieldOwnerControlPlane }

@@ -54,22 +54,24 @@ type hostedInputs struct {
 	AdditionalTrustBundle string
 }
 
-// hostedControlPlaneOwner returns the owner reference control-plane-operator puts on every object
-// of a hosted control plane (support/config OwnerRefFrom): the HostedControlPlane as controller,
-// blocking its foreground deletion until the object is gone. Owned so, the controller's objects go
-// with the hosted control plane they serve. A HostedControlPlane without a UID (an offline render
-// of a file) owns nothing: the API server refuses a reference without one.
+// hostedControlPlaneOwner returns the HostedControlPlane as the controller owner of the
+// controller's objects, so that they go with the hosted control plane they serve. It does not
+// block the owner's foreground deletion: on an OpenShift management cluster the admission plugin
+// OwnerReferencesPermissionEnforcement lets only a writer that may update
+// hostedcontrolplanes/finalizers set blockOwnerDeletion, and cluster-storage-operator's Role for
+// the operator it starts grants no such thing (csi-operator sets no owner at all). A
+// HostedControlPlane without a UID (an offline render of a file) owns nothing: the API server
+// refuses a reference without one.
 func hostedControlPlaneOwner(hcp *hyperv1.HostedControlPlane) *metav1.OwnerReference {
 	if hcp == nil || hcp.UID == "" {
 		return nil
 	}
 	return &metav1.OwnerReference{
-		APIVersion:         hyperv1.GroupVersion.String(),
-		Kind:               "HostedControlPlane",
-		Name:               hcp.Name,
-		UID:                hcp.UID,
-		Controller:         ptr.To(true),
-		BlockOwnerDeletion: ptr.To(true),
+		APIVersion: hyperv1.GroupVersion.String(),
+		Kind:       "HostedControlPlane",
+		Name:       hcp.Name,
+		UID:        hcp.UID,
+		Controller: ptr.To(true),
 	}
 }
 

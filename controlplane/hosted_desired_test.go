@@ -84,7 +84,7 @@ func TestHostedControlPlaneOwner(t *testing.T) {
 		{name: "When the HostedControlPlane was read from a cluster, it should be the blocking controller owner, as control-plane-operator makes it",
 			hcp: &hyperv1.HostedControlPlane{ObjectMeta: metav1.ObjectMeta{Name: "example", UID: "u-1"}},
 			want: &metav1.OwnerReference{APIVersion: "hypershift.openshift.io/v1beta1", Kind: "HostedControlPlane", Name: "example", UID: "u-1",
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+				Controller: ptr.To(true)}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -206,7 +206,7 @@ func TestDesired(t *testing.T) {
 			}
 			g.Expect(refs).To(ConsistOf(metav1.OwnerReference{
 				APIVersion: "hypershift.openshift.io/v1beta1", Kind: "HostedControlPlane", Name: "example", UID: testHCPUID,
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+				Controller: ptr.To(true),
 			}), s.Object.GetName())
 		}
 	})

@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
@@ -42,6 +46,14 @@ type Reconciler struct {
 	controller controller.Controller
 	// snapshotClasses is the VolumeSnapshotClass watch, started once its CRD is served.
 	snapshotClasses clusters.LateWatch
+	// fallback remembers the cluster-scoped kinds this manager may not patch (under
+	// cluster-storage-operator's RBAC) and so writes with create and update.
+	fallback *apply.UpdateFallback
+	// accessReviews remembers, standalone, whether the operator may create
+	// SubjectAccessReviews, asked once (see State.NoAccessReviews).
+	accessReviews   sync.Mutex
+	accessDecided   bool
+	mayReviewAccess bool
 	now             func() time.Time
 }
 
@@ -52,6 +64,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, guest cluster.Cluster) e
 		r.now = time.Now
 	}
 	r.cache = guest.GetCache()
+	r.fallback = apply.NewUpdateFallback(
+		schema.GroupKind{Group: storagev1.GroupName, Kind: "CSIDriver"},
+		schema.GroupKind{Group: storagev1.GroupName, Kind: "StorageClass"},
+		schema.GroupKind{Group: snapshotv1.GroupName, Kind: "VolumeSnapshotClass"})
 	watch := func(obj client.Object, preds ...predicate.Predicate) source.Source {
 		return clusters.Watch(r.cache, obj, preds...)
 	}
@@ -161,6 +177,13 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 	if err != nil {
 		return nil, err
 	}
+	if !r.Config.HyperShift {
+		may, err := r.canReviewAccess(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.NoAccessReviews = !may
+	}
 	if err := apply.List(ctx, r.Guest, r.errCluster(), &scs); err != nil {
 		return nil, err
 	}
@@ -168,9 +191,29 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 	return s, nil
 }
 
+// canReviewAccess reports whether the operator may create SubjectAccessReviews, asking the API
+// server the first time; an error is returned, and the question asked again next time.
+func (r *Reconciler) canReviewAccess(ctx context.Context) (bool, error) {
+	r.accessReviews.Lock()
+	defer r.accessReviews.Unlock()
+	if r.accessDecided {
+		return r.mayReviewAccess, nil
+	}
+	may, err := access.Allowed(ctx, r.Guest, "", authorizationv1.GroupName, "subjectaccessreviews", "create")
+	if err != nil {
+		return false, err
+	}
+	r.accessDecided, r.mayReviewAccess = true, may
+	if !may {
+		ctrl.LoggerFrom(ctx).Info("SubjectAccessReviews may not be created: the kube-rbac-proxies' ClusterRole grants token reviews only",
+			"clusterRole", names.KubeRBACProxyRole)
+	}
+	return may, nil
+}
+
 // applier writes to the guest as the guest manager, naming the guest in errors on HyperShift.
 func (r *Reconciler) applier() *apply.Applier {
-	return apply.New(r.Guest, names.FieldOwnerGuest).On(r.errCluster())
+	return apply.New(r.Guest, names.FieldOwnerGuest).On(r.errCluster()).WithUpdateFallback(r.fallback)
 }
 
 // cluster names the guest in errors on HyperShift; a standalone install has one cluster.

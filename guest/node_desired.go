@@ -2,10 +2,12 @@ package guest
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,7 +35,9 @@ type nodeInputs struct {
 // order (the ClusterRole before the binding that references it).
 // In standalone mode it adds the controller's RBAC: there the sidecars use the controller's
 // ServiceAccount in this cluster (on HyperShift they use the guest's admin kubeconfig instead).
-func desiredStaticObjects(d *manifests.Decoder, hyperShift bool) ([]client.Object, error) {
+// noAccessReviews drops the SubjectAccessReview rule of the kube-rbac-proxies' ClusterRole: an
+// operator that does not hold it may not create a role that grants it (RBAC's escalation check).
+func desiredStaticObjects(d *manifests.Decoder, hyperShift, noAccessReviews bool) ([]client.Object, error) {
 	files := []string{"node_sa.yaml", "node_rbac.yaml", "csidriver.yaml"}
 	if !hyperShift {
 		files = append(files, "controller_rbac.yaml")
@@ -45,6 +49,15 @@ func desiredStaticObjects(d *manifests.Decoder, hyperShift bool) ([]client.Objec
 			return nil, err
 		}
 		objs = append(objs, o...)
+	}
+	if noAccessReviews {
+		for _, o := range objs {
+			if role, ok := o.(*rbacv1.ClusterRole); ok && role.Name == names.KubeRBACProxyRole {
+				role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+					return slices.Contains(r.Resources, "subjectaccessreviews")
+				})
+			}
+		}
 	}
 	plan.Managed(objs...)
 	return objs, nil

@@ -209,7 +209,9 @@ func TestDesiredStaticObjects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) { return desiredStaticObjects(d, tt.hyperShift) })
+			objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) {
+				return desiredStaticObjects(d, tt.hyperShift, false)
+			})
 			var kinds []string
 			all := make([]any, 0, len(objs))
 			for _, o := range objs {
@@ -230,7 +232,7 @@ func TestDesiredStaticObjects(t *testing.T) {
 	t.Run("When on HyperShift, it should create nothing for the controller's ServiceAccount, which lives in the management cluster", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) { return desiredStaticObjects(d, true) })
+		objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) { return desiredStaticObjects(d, true, false) })
 		for _, o := range objs {
 			out, err := golden.Marshal(o)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -241,7 +243,7 @@ func TestDesiredStaticObjects(t *testing.T) {
 	t.Run("When rendered, it should declare the CSIDriver with attach, pod info and SELinux mount", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) { return desiredStaticObjects(d, true) })
+		objs := testutil.Build(t, func(d *manifests.Decoder) ([]client.Object, error) { return desiredStaticObjects(d, true, false) })
 		i := slices.IndexFunc(objs, func(o client.Object) bool { _, ok := o.(*storagev1.CSIDriver); return ok })
 		g.Expect(i).NotTo(Equal(-1))
 		d := objs[i].(*storagev1.CSIDriver)

@@ -43,6 +43,10 @@ type State struct {
 	StorageClasses []storagev1.StorageClass
 	// SnapshotCRD is set when the API server serves VolumeSnapshotClasses.
 	SnapshotCRD bool
+	// NoAccessReviews is set, standalone, when the operator may not create SubjectAccessReviews
+	// itself (cluster-storage-operator's RBAC): it cannot grant what it does not hold, so the
+	// kube-rbac-proxies' ClusterRole grants token reviews only, as csi-operator's does.
+	NoAccessReviews bool
 }
 
 // Plan is the guest manager's desired state for one State.
@@ -87,7 +91,7 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 		scState = operatorv1.UnmanagedStorageClass
 	}
 
-	static, err := desiredStaticObjects(d, cfg.HyperShift)
+	static, err := desiredStaticObjects(d, cfg.HyperShift, s.NoAccessReviews)
 	if err != nil {
 		return nil, fmt.Errorf("computing the static objects: %w", err)
 	}

@@ -41,7 +41,7 @@ func TestHostedControlPlaneContract(t *testing.T) {
 		g := NewWithT(t)
 		owner := metav1.OwnerReference{
 			APIVersion: "hypershift.openshift.io/v1beta1", Kind: "HostedControlPlane", Name: hcp.Name, UID: hcp.UID,
-			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			Controller: ptr.To(true),
 		}
 		for _, o := range []client.Object{
 			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: names.ControllerDeployment}},

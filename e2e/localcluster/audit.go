@@ -22,6 +22,8 @@ type AuditEvent struct {
 	ObjectRef        struct {
 		Resource, Namespace, Name, APIGroup, Subresource string
 	}
+	// ResponseStatus is the answer's status; Code 403 for a request the authorizer denied.
+	ResponseStatus           struct{ Code int }
 	RequestReceivedTimestamp time.Time
 }
 

@@ -52,6 +52,9 @@ type Applier struct {
 	// Cluster names the cluster Client talks to in the errors the applier returns; it is
 	// ClusterUnnamed in a standalone install. See On.
 	Cluster Cluster
+	// Fallback, when set, names the kinds written with create and update once a patch of
+	// theirs was forbidden. See UpdateFallback.
+	Fallback *UpdateFallback
 }
 
 // New returns an Applier that writes through c, compares against c's reads and applies as owner.
@@ -137,9 +140,16 @@ func (a *Applier) apply(ctx context.Context, obj client.Object, subresource stri
 	if subresource == "status" {
 		op = OpWriteStatus
 	}
+	if subresource == "" && a.Fallback.Active(gvk.GroupKind()) {
+		return a.createOrUpdate(ctx, gvk, desired, live)
+	}
 	adopted := false
 	if subresource == "" && len(a.Adopt) > 0 {
 		if adopted, err = a.adopt(ctx, gvk, client.ObjectKeyFromObject(obj), live); err != nil {
+			// The adoption is a patch too.
+			if a.Fallback.activate(ctx, gvk.GroupKind(), err) {
+				return a.createOrUpdate(ctx, gvk, desired, live)
+			}
 			return Unchanged, err
 		}
 	}
@@ -156,6 +166,9 @@ func (a *Applier) apply(ctx context.Context, obj client.Object, subresource stri
 			client.FieldOwner(a.Owner), client.ForceOwnership)
 	}
 	if err != nil {
+		if subresource == "" && a.Fallback.activate(ctx, gvk.GroupKind(), err) {
+			return a.createOrUpdate(ctx, gvk, desired, live)
+		}
 		return Unchanged, a.objectError(op, gvk, client.ObjectKeyFromObject(obj), err)
 	}
 	return Applied, nil

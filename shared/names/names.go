@@ -40,6 +40,8 @@ const (
 	TrustedCABundleConfigMap = AssetPrefix + "-trusted-ca-bundle"
 	// ControllerServiceMonitor is created in standalone mode when its CRD exists.
 	ControllerServiceMonitor = AssetPrefix + "-controller-monitor"
+	// KubeRBACProxyRole is the ClusterRole of the controller's kube-rbac-proxies (standalone).
+	KubeRBACProxyRole = "openstack-cinder-kube-rbac-proxy-role"
 
 	// CloudConfConfigMap carries the generated cloud.conf and the topology decision. The
 	// controller copy lives next to the controller; the node copy in the guest namespace.
