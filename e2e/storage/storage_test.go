@@ -11,6 +11,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -165,12 +166,25 @@ if [ "$size" -gt 1610612736 ]; then echo "$size" > /dev/termination-log; exit 0;
 		func(pvc *corev1.PersistentVolumeClaim) {
 			pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
 		})).To(Succeed())
+	// The kubelet grows a mounted file system when it next syncs the pod: on its resync, up to
+	// a minute and a half later, or on a change to the pod. Once the controller side is done, the
+	// test changes an annotation rather than wait out the resync.
+	nudged := false
 	g.Eventually(func(g Gomega) {
+		pvc := &corev1.PersistentVolumeClaim{}
+		g.Expect(w.Guest.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, pvc)).To(Succeed())
+		if !nudged && slices.ContainsFunc(pvc.Status.Conditions, func(c corev1.PersistentVolumeClaimCondition) bool {
+			return c.Type == corev1.PersistentVolumeClaimFileSystemResizePending
+		}) {
+			g.Expect(env.Edit(ctx, w.Guest, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Name}}, "someone",
+				func(p *corev1.Pod) {
+					metav1.SetMetaDataAnnotation(&p.ObjectMeta, "e2e.cinder-csi-operator/resync", "now")
+				})).To(Succeed())
+			nudged = true
+		}
 		got := &corev1.Pod{}
 		g.Expect(w.Guest.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
 		g.Expect(got.Status.Phase).To(Equal(corev1.PodSucceeded), "pod: %s", podSummary(got))
-		pvc := &corev1.PersistentVolumeClaim{}
-		g.Expect(w.Guest.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, pvc)).To(Succeed())
 		g.Expect(pvc.Status.Capacity.Storage().Cmp(resource.MustParse("2Gi"))).To(Equal(0))
 	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 	vol, ok := w.OpenStack.Volume(pv.Spec.CSI.VolumeHandle)
