@@ -108,6 +108,7 @@ func desiredCloudConf(namespace, name, cloudConf string, enableTopology bool, ca
 	if caBundle != "" {
 		cm.Data[names.KeyCABundle] = caBundle
 	}
+	cm.Annotations = map[string]string{names.DataHashAnnotation: confighash.Data(cm.Data, nil)}
 	plan.Managed(cm)
 	return cm
 }

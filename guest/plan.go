@@ -102,11 +102,14 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 		// An unknown log level: the DaemonSet stays as it is.
 	case s.CloudConf == nil:
 		p.NodeWaiting = fmt.Sprintf("Waiting for ConfigMap %s/%s, which the controlplane manager writes.", names.GuestNamespace, names.NodeCloudConf(cfg.HyperShift))
-	case s.CloudConf.Labels[names.ManagedByLabel] != names.ManagedByValue:
+	case s.CloudConf.Labels[names.ManagedByLabel] != names.ManagedByValue ||
+		s.CloudConf.Annotations[names.DataHashAnnotation] != confighash.Data(s.CloudConf.Data, s.CloudConf.BinaryData):
 		// On HyperShift the node copy has csi-operator's name: until the controlplane manager
 		// has written its own, the one here is csi-operator's, and a DaemonSet hashed from it
 		// would roll the node plugin twice in a switch (to csi-operator's content, then to the
-		// node copy's a moment later). csi-operator's DaemonSet runs on meanwhile.
+		// node copy's a moment later). csi-operator's DaemonSet runs on meanwhile. Its rewrite
+		// keeps this operator's label and annotations (after a switch back and forward again),
+		// so the content must also be the one whose hash the controlplane manager recorded.
 		p.NodeWaiting = fmt.Sprintf("Waiting for the controlplane manager to take over ConfigMap %s/%s from csi-operator.", names.GuestNamespace, names.NodeCloudConf(cfg.HyperShift))
 	default:
 		ds, err := desiredNodeFor(d, cfg, s.CloudConf, verbosity)
@@ -147,8 +150,11 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 // is served (a delete of a kind that is not served fails, and there is nothing to delete then).
 func everything(d *manifests.Decoder, cfg Config, snapshotCRD bool) ([]plan.Step, error) {
 	s := State{
-		Driver:      &operatorv1.ClusterCSIDriver{},
-		CloudConf:   &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue}}},
+		Driver: &operatorv1.ClusterCSIDriver{},
+		CloudConf: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Labels:      map[string]string{names.ManagedByLabel: names.ManagedByValue},
+			Annotations: map[string]string{names.DataHashAnnotation: confighash.Data(nil, nil)},
+		}},
 		SnapshotCRD: snapshotCRD,
 	}
 	p, err := Desired(d, cfg, s)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
@@ -23,14 +24,16 @@ func testConfig(hyperShift bool) Config {
 
 // testState is a guest whose node copy of cloud-conf exists, with the VolumeSnapshotClass CRD.
 func testState(hyperShift, topology bool) State {
+	data := map[string]string{names.KeyCloudConf: "[Global]\n", names.KeyEnableTopology: fmt.Sprint(topology)}
 	return State{
 		Driver: &operatorv1.ClusterCSIDriver{ObjectMeta: metav1.ObjectMeta{Name: names.ClusterCSIDriverName}},
 		CloudConf: &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: names.GuestNamespace, Name: names.NodeCloudConf(hyperShift),
-				Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue},
+				Labels:      map[string]string{names.ManagedByLabel: names.ManagedByValue},
+				Annotations: map[string]string{names.DataHashAnnotation: confighash.Data(data, nil)},
 			},
-			Data: map[string]string{names.KeyCloudConf: "[Global]\n", names.KeyEnableTopology: fmt.Sprint(topology)},
+			Data: data,
 		},
 		SnapshotCRD: true,
 	}
@@ -79,6 +82,16 @@ func TestDesired(t *testing.T) {
 		g := NewWithT(t)
 		s := testState(true, false)
 		s.CloudConf.Labels = nil
+		p := desiredPlan(t, testConfig(true), s)
+		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("/DaemonSet/")))
+		g.Expect(p.NodeWaiting).To(Equal("Waiting for the controlplane manager to take over ConfigMap openshift-cluster-csi-drivers/cloud-conf from csi-operator."))
+	})
+
+	t.Run("When csi-operator has rewritten the node copy this operator wrote, keeping its label and annotations, it should plan no DaemonSet until the controlplane manager has written it again", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := testState(true, false)
+		s.CloudConf.Data[names.KeyCloudConf] = "[Global]\nuse-clouds = true\n"
 		p := desiredPlan(t, testConfig(true), s)
 		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("/DaemonSet/")))
 		g.Expect(p.NodeWaiting).To(Equal("Waiting for the controlplane manager to take over ConfigMap openshift-cluster-csi-drivers/cloud-conf from csi-operator."))

@@ -141,6 +141,12 @@ const (
 	// driver settings came from, so that a change of source is announced once, by whichever
 	// operator replica leads, also across restarts.
 	ConfigSourceAnnotation = "cinder.csi.openshift.io/config-source"
+	// DataHashAnnotation holds, on both copies of cloud-conf, the hash (confighash.Data) of the
+	// data the controlplane manager wrote. The guest manager uses the node copy only while the
+	// hash matches: after a switch back to csi-operator and forward again, csi-operator's
+	// rewrite of the ConfigMap keeps this operator's labels and annotations, and only the hash
+	// tells its content from the controlplane manager's.
+	DataHashAnnotation = "cinder.csi.openshift.io/data-hash"
 
 	HostedControlPlaneLabel = "hypershift.openshift.io/hosted-control-plane"
 	NeedManagementKASAccess = "hypershift.openshift.io/need-management-kas-access"
