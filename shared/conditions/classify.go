@@ -427,27 +427,7 @@ func classifyStatus(s subject, st *metav1.Status) (failure, bool) {
 			act, s.clusterName(), s.objects())}, true
 
 	case st.Reason == metav1.StatusReasonForbidden || st.Code == 403:
-		if hasCause(st, corev1.NamespaceTerminatingCause) {
-			return failure{ReasonNamespaceTerminating, fmt.Sprintf(
-				"%s failed: %s on %s is being deleted, and nothing can be created in it until the deletion finishes.",
-				act, namespaceName(s), s.clusterName())}, true
-		}
-		if s.oe == nil {
-			on := ""
-			if r := s.resource(st); r != "" {
-				on = " on " + r
-			}
-			return failure{ReasonForbidden, fmt.Sprintf(
-				"%s failed: %s forbade it. %s lacks an RBAC permission%s; compare its roles with the operator's install manifests.",
-				act, api, upperFirst(s.identity()), on)}, true
-		}
-		grant := "a Role and RoleBinding"
-		if s.oe.Namespace == "" {
-			grant = "a ClusterRole and ClusterRoleBinding"
-		}
-		return failure{ReasonForbidden, fmt.Sprintf(
-			"%s failed: %s forbade it. %s needs the RBAC verbs %s on %s %s: grant them with %s.",
-			act, api, upperFirst(s.identity()), s.verbs(), s.resource(st), s.scope(), grant)}, true
+		return classifyForbidden(s, st), true
 
 	case st.Reason == metav1.StatusReasonUnauthorized || st.Code == 401:
 		return failure{ReasonUnauthorized, fmt.Sprintf(
@@ -532,6 +512,48 @@ func unexpected(s subject) failure {
 // admissionDenied reports whether the API server's answer is a denial by an admission webhook
 // or a ValidatingAdmissionPolicy. The message is only searched, never quoted: a webhook's text
 // may hold anything.
+// classifyForbidden classifies a Forbidden answer: a terminating namespace, an RBAC escalation
+// refusal, or a missing permission.
+func classifyForbidden(s subject, st *metav1.Status) failure {
+	act := upperFirst(s.action())
+	api := s.apiServer()
+	if hasCause(st, corev1.NamespaceTerminatingCause) {
+		return failure{ReasonNamespaceTerminating, fmt.Sprintf(
+			"%s failed: %s on %s is being deleted, and nothing can be created in it until the deletion finishes.",
+			act, namespaceName(s), s.clusterName())}
+	}
+	// RBAC's escalation check refuses a role or binding that grants a rule its writer does not
+	// hold (without escalate or bind on the role): the verbs on the binding are not what is
+	// missing, so asking for them would send the administrator the wrong way.
+	if strings.Contains(st.Message, rbacEscalation) {
+		return failure{ReasonForbidden, fmt.Sprintf(
+			"%s failed: %s refused it as an escalation of privilege. %s may grant, in a role or a binding, only rules it holds itself, "+
+				"unless it has the RBAC verb bind (for a binding) or escalate (for a role) on the role: "+
+				"grant it the rules of the role it writes or binds, or bind on that role.",
+			act, api, upperFirst(s.identity()))}
+	}
+	if s.oe == nil {
+		on := ""
+		if r := s.resource(st); r != "" {
+			on = " on " + r
+		}
+		return failure{ReasonForbidden, fmt.Sprintf(
+			"%s failed: %s forbade it. %s lacks an RBAC permission%s; compare its roles with the operator's install manifests.",
+			act, api, upperFirst(s.identity()), on)}
+	}
+	grant := "a Role and RoleBinding"
+	if s.oe.Namespace == "" {
+		grant = "a ClusterRole and ClusterRoleBinding"
+	}
+	return failure{ReasonForbidden, fmt.Sprintf(
+		"%s failed: %s forbade it. %s needs the RBAC verbs %s on %s %s: grant them with %s.",
+		act, api, upperFirst(s.identity()), s.verbs(), s.resource(st), s.scope(), grant)}
+}
+
+// rbacEscalation is how the API server's RBAC storage words an escalation refusal
+// (k8s.io/kubernetes pkg/registry/rbac/validation, ConfirmNoEscalation).
+const rbacEscalation = "is attempting to grant RBAC permissions not currently held"
+
 func admissionDenied(st *metav1.Status) bool {
 	return strings.Contains(st.Message, "admission webhook") && strings.Contains(st.Message, "denied the request") ||
 		strings.Contains(st.Message, "ValidatingAdmissionPolicy")

@@ -160,6 +160,18 @@ func TestClassify(t *testing.T) {
 				"compare its roles with the operator's install manifests." + retries,
 		},
 		{
+			name: "When RBAC refuses a binding as an escalation, it should ask for the role's rules or bind, not for verbs on the binding",
+			err: objErr(apply.OpApply, one, schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"}, "clusterrolebindings", "",
+				apierrors.NewForbidden(schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"}, secret,
+					fmt.Errorf(`user "system:serviceaccount:%s:op" (groups=["system:authenticated"]) is attempting to grant RBAC permissions not currently held:
+{APIGroups:["storage.k8s.io"], Resources:["%s"], Verbs:["get"]}`, secret, secret))),
+			wantReason: ReasonForbidden,
+			wantMsg: "Applying ClusterRoleBinding cluster-wide failed: the cluster's API server refused it as an escalation of privilege. " +
+				"The operator's ServiceAccount may grant, in a role or a binding, only rules it holds itself, " +
+				"unless it has the RBAC verb bind (for a binding) or escalate (for a role) on the role: " +
+				"grant it the rules of the role it writes or binds, or bind on that role." + retries,
+		},
+		{
 			name: "When the namespace is being deleted, it should say so instead of asking for RBAC",
 			err: objErr(apply.OpApply, mgmt, configMapGVK, "configmaps", hcpNamespace, withCause(
 				apierrors.NewForbidden(configMaps, secret, errors.New("unable to create new content in namespace "+hcpNamespace+" because it is being terminated")),
