@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
@@ -76,7 +77,7 @@ type Reconciler struct {
 	monitors clusters.LateWatch
 	// monitorAccess says whether ServiceMonitors may be watched at all (not under
 	// cluster-storage-operator's RBAC); when not, they are read directly and not watched.
-	monitorAccess monitorAccess
+	monitorAccess access.Once
 }
 
 // SetupWithManager watches the inputs and owned objects on both clusters.
@@ -164,7 +165,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	mgmtApplier, err := r.mgmtApplier(ctx, p.ServiceMonitor || p.ManagementState == operatorv1.Removed)
+	mgmtApplier, monitorsWatched, err := r.mgmtApplier(ctx, p.ServiceMonitor || p.ManagementState == operatorv1.Removed)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -198,7 +199,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		"computeZones", p.Topology.ComputeZones, "volumeZones", p.Topology.VolumeZones)
 
 	var applyErr error
-	if p.ServiceMonitor && r.monitorsWatched() {
+	if p.ServiceMonitor && monitorsWatched {
 		applyErr = r.monitors.Start(r.controller, r.mgmtCache, newServiceMonitor(), "ServiceMonitors")
 	}
 	if applyErr == nil {
@@ -223,29 +224,22 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 // applier's adoption fallback reads csi-operator's objects through it, and the label-selected
 // cache cannot see them. monitors says whether the applier may touch the ServiceMonitor (a
 // standalone plan that applies it, or any plan that deletes it): then it asks, once, whether
-// ServiceMonitors may be watched, and if not reads them directly (see monitorAccess).
-func (r *Reconciler) mgmtApplier(ctx context.Context, monitors bool) (*apply.Applier, error) {
+// ServiceMonitors may be watched, and if not reads them directly (see monitorsWatchable); the
+// answer is returned with the applier.
+func (r *Reconciler) mgmtApplier(ctx context.Context, monitors bool) (*apply.Applier, bool, error) {
 	a := apply.New(r.Mgmt, r.fieldOwner())
 	a.Reader = r.mgmtCache
 	if !monitors || r.Config.HyperShift {
-		return a, nil
+		return a, false, nil
 	}
-	watched, err := r.monitorAccess.watchable(ctx, r.Mgmt, r.Config.Namespace)
+	watched, err := monitorsWatchable(ctx, &r.monitorAccess, r.Mgmt, r.Config.Namespace)
 	if err != nil {
-		return nil, fmt.Errorf("checking access to ServiceMonitors: %w", err)
+		return nil, false, fmt.Errorf("checking access to ServiceMonitors: %w", err)
 	}
 	if !watched {
 		a.Reader = monitorReader{cached: r.mgmtCache, direct: r.Mgmt}
 	}
-	return a, nil
-}
-
-// monitorsWatched reports whether the ServiceMonitor may be watched, as decided by the
-// mgmtApplier of this reconcile.
-func (r *Reconciler) monitorsWatched() bool {
-	r.monitorAccess.mu.Lock()
-	defer r.monitorAccess.mu.Unlock()
-	return r.monitorAccess.decided && r.monitorAccess.watch
+	return a, watched, nil
 }
 
 func (r *Reconciler) fieldOwner() string { return names.FieldOwnerControlPlane }

@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -11,37 +10,20 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 )
 
-// monitorAccess decides once per process whether the operator may list and watch
-// ServiceMonitors in the controller namespace. Its own install grants both; the Role
+// monitorsWatchable reports whether the operator may list and watch ServiceMonitors in the
+// controller namespace, asking once per process (once). Its own install grants both; the Role
 // cluster-storage-operator gives csi-operator's ServiceAccount grants get, create, update, patch
 // and delete only, because library-go reads the ServiceMonitor with a GET each time. Without
 // list and watch, a cache of ServiceMonitors could never sync: its watch would be retried
 // forever and every read of the cache would wait for it. So then the ServiceMonitor is read from
 // the API server at each reconcile that applies or deletes it, and not watched: an edit of it is
 // repaired at the next reconcile (any input's change, or the topology recheck), not at once.
-type monitorAccess struct {
-	mu      sync.Mutex
-	decided bool
-	watch   bool
-}
-
-// watchable reports whether ServiceMonitors may be listed and watched, asking the API server the
-// first time; an error is returned, and the question asked again next time.
-func (m *monitorAccess) watchable(ctx context.Context, c client.Client, namespace string) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.decided {
-		return m.watch, nil
-	}
-	ok, err := access.Allowed(ctx, c, namespace, serviceMonitorGVK.Group, "servicemonitors", "list", "watch")
-	if err != nil {
-		return false, err
-	}
-	m.decided, m.watch = true, ok
-	if !ok {
+func monitorsWatchable(ctx context.Context, once *access.Once, c client.Client, namespace string) (bool, error) {
+	ok, denied, err := once.Allowed(ctx, c, namespace, serviceMonitorGVK.Group, "servicemonitors", "list", "watch")
+	if denied {
 		ctrl.LoggerFrom(ctx).Info("ServiceMonitors may not be listed or watched: reading the controller's ServiceMonitor directly, without a watch", "namespace", namespace)
 	}
-	return ok, nil
+	return ok, err
 }
 
 // monitorReader reads ServiceMonitors from the API server and everything else from the cache,

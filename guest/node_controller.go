@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -51,10 +50,8 @@ type Reconciler struct {
 	fallback *apply.UpdateFallback
 	// accessReviews remembers, standalone, whether the operator may create
 	// SubjectAccessReviews, asked once (see State.NoAccessReviews).
-	accessReviews   sync.Mutex
-	accessDecided   bool
-	mayReviewAccess bool
-	now             func() time.Time
+	accessReviews access.Once
+	now           func() time.Time
 }
 
 // SetupWithManager watches the ClusterCSIDriver (its spec, and its status while it carries a
@@ -192,23 +189,14 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 }
 
 // canReviewAccess reports whether the operator may create SubjectAccessReviews, asking the API
-// server the first time; an error is returned, and the question asked again next time.
+// server once.
 func (r *Reconciler) canReviewAccess(ctx context.Context) (bool, error) {
-	r.accessReviews.Lock()
-	defer r.accessReviews.Unlock()
-	if r.accessDecided {
-		return r.mayReviewAccess, nil
-	}
-	may, err := access.Allowed(ctx, r.Guest, "", authorizationv1.GroupName, "subjectaccessreviews", "create")
-	if err != nil {
-		return false, err
-	}
-	r.accessDecided, r.mayReviewAccess = true, may
-	if !may {
+	may, denied, err := r.accessReviews.Allowed(ctx, r.Guest, "", authorizationv1.GroupName, "subjectaccessreviews", "create")
+	if denied {
 		ctrl.LoggerFrom(ctx).Info("SubjectAccessReviews may not be created: the kube-rbac-proxies' ClusterRole grants token reviews only",
 			"clusterRole", names.KubeRBACProxyRole)
 	}
-	return may, nil
+	return may, err
 }
 
 // applier writes to the guest as the guest manager, naming the guest in errors on HyperShift.

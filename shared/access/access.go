@@ -11,6 +11,7 @@ package access
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,4 +32,29 @@ func Allowed(ctx context.Context, c client.Client, ns, group, resource string, v
 		}
 	}
 	return true, nil
+}
+
+// Once is one question asked of the API server once per process: what a process's RBAC grants
+// does not change while it runs. The zero value has asked nothing yet.
+type Once struct {
+	mu      sync.Mutex
+	decided bool
+	allowed bool
+}
+
+// Allowed returns the answer, asking with the package's Allowed until an answer comes; an error is
+// returned and the question asked again on the next call. denied is true on the one call that
+// found the answer no, so that the caller can say so once.
+func (o *Once) Allowed(ctx context.Context, c client.Client, ns, group, resource string, verbs ...string) (allowed, denied bool, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.decided {
+		return o.allowed, false, nil
+	}
+	ok, err := Allowed(ctx, c, ns, group, resource, verbs...)
+	if err != nil {
+		return false, false, err
+	}
+	o.decided, o.allowed = true, ok
+	return ok, !ok, nil
 }
