@@ -8,11 +8,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -120,11 +122,11 @@ func (e *Env) StartOperatorProcesses(o ProcessOptions) (*Processes, error) {
 		runs = []run{{"standalone", []string{"standalone", "--kubeconfig=" + mgmtKubeconfig}}}
 	}
 	for _, r := range runs {
-		metrics, err := freeAddr()
+		metrics, err := FreeAddr()
 		if err != nil {
 			return nil, err
 		}
-		health, err := freeAddr()
+		health, err := FreeAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -289,7 +291,8 @@ func (p *Processes) Stop() error {
 	return errors.Join(errs...)
 }
 
-func freeAddr() (string, error) {
+// FreeAddr returns a loopback address whose port was free at the time of the call.
+func FreeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -306,4 +309,16 @@ func (p *Processes) Ended(name string) (bool, error) {
 		return false, err
 	}
 	return op.Exited(), nil
+}
+
+// BuildOperatorForTest builds the operator's binary into the test's temporary directory and
+// returns its path.
+func BuildOperatorForTest(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cinder-csi-operator")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the operator: %v\n%s", err, b)
+	}
+	return bin
 }

@@ -10,7 +10,6 @@ import (
 	"context"
 	"flag"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -221,12 +220,7 @@ func operatorBinary(t *testing.T) string {
 		}
 		return abs
 	}
-	bin := filepath.Join(t.TempDir(), "cinder-csi-operator")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the operator: %v\n%s", err, b)
-	}
-	return bin
+	return env.BuildOperatorForTest(t)
 }
 
 // startProcesses starts the operator processes for the rest of the test.
