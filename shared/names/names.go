@@ -120,6 +120,52 @@ const (
 	KeyTrustedCA      = "ca-bundle.crt"
 )
 
+// Feature keys of the user's openshift-config/cinder-csi-config, next to config and
+// enable_topology. Each is opt-in but KeySnapshotForceCreate, which is on unless set to "false".
+const (
+	// KeyZoneStorageClasses "true" asks for one StorageClass per usable volume zone.
+	KeyZoneStorageClasses = "zone_storage_classes"
+	// KeyZoneMapping maps compute zones to volume zones of other names: "compute=volume" pairs
+	// separated by commas or newlines (zoneclasses.ParseMapping).
+	KeyZoneMapping = "zone_mapping"
+	// KeyBackupSnapshotClass "true" asks for the VolumeSnapshotClass BackupSnapshotClass, whose
+	// snapshots are Cinder backups.
+	KeyBackupSnapshotClass = "backup_snapshot_class"
+	// KeyBackupAvailabilityZone is the availability zone of those backups ("" lets Cinder choose).
+	KeyBackupAvailabilityZone = "backup_availability_zone"
+	// KeyPVCAnnotations "true" lets claims carry the driver's volume affinity and anti-affinity
+	// annotations (the driver's --pvc-annotations).
+	KeyPVCAnnotations = "pvc_annotations"
+	// KeySnapshotForceCreate "false" makes standard-csi's VolumeSnapshotClass refuse volumes in use
+	// (force-create "false", csi-operator's setting).
+	KeySnapshotForceCreate = "snapshot_force_create"
+)
+
+// Keys of the node copy of cloud-conf that carry the controlplane manager's decisions to the guest
+// manager, besides cloud.conf and enable_topology. The node plugin mounts none of them: they are
+// left out of its pod-template hash (NodeCloudConfKeys), so they never roll it.
+const (
+	// KeyZoneClasses holds the per-zone classes (zoneclasses.Encode); absent when there are none.
+	KeyZoneClasses = "zone_classes"
+	// KeyVolumeZones holds the volume zones of the last zone listing that succeeded, sorted and
+	// comma-separated; absent before one did.
+	KeyVolumeZones = "volume_zones"
+	// KeyBackupSnapshotClass and KeyBackupAvailabilityZone are copied from the user's
+	// configuration when the backup class is asked for, KeySnapshotForceCreate when it is "false".
+)
+
+// NodeCloudConfKeys are the keys of the node copy of cloud-conf the node plugin reads, the only
+// ones its pod-template hash covers.
+var NodeCloudConfKeys = []string{KeyCloudConf, KeyEnableTopology, KeyCABundle}
+
+// Classes next to standard-csi.
+const (
+	// BackupSnapshotClass is the VolumeSnapshotClass whose snapshots are Cinder backups.
+	BackupSnapshotClass = "standard-csi-backup"
+	// ZoneClassLabel marks a per-zone StorageClass; its value is the class's volume zone.
+	ZoneClassLabel = "cinder.csi.openshift.io/zone-class"
+)
+
 // Paths inside the driver containers, referenced from cloud.conf.
 const (
 	// CloudsFilePath is where the controller mounts clouds.yaml.
@@ -204,6 +250,28 @@ const (
 	ConditionStaticResourcesDegraded = "OpenStackCinderGuestStaticResourcesDegraded"
 	ConditionStorageClassDegraded    = "OpenStackCinderStorageClassDegraded"
 	ConditionGuestConfigDegraded     = "OpenStackCinderGuestConfigDegraded"
+)
+
+// Warning condition types: informational, True while their cause holds and False (reason
+// AsExpected) otherwise. They end in Warning, a suffix cluster-storage-operator does not fold
+// into the storage ClusterOperator, so a warning never makes the cluster Degraded.
+const (
+	// Written by the controlplane manager.
+	// ConditionAttachLimitWarning: [BlockStorage] sets no node-volume-attach-limit, so the
+	// driver reports none and the scheduler overfills nodes past what the guest can attach.
+	ConditionAttachLimitWarning = "OpenStackCinderAttachLimitWarning"
+	// ConditionConfigKeysWarning: the user's configuration holds [BlockStorage] keys the
+	// installed driver does not know, or sections that are dropped.
+	ConditionConfigKeysWarning = "OpenStackCinderConfigKeysWarning"
+	// ConditionBackupWarning: the backup VolumeSnapshotClass is asked for, but Cinder has no
+	// backup service up (in the asked availability zone), or it could not be checked.
+	ConditionBackupWarning = "OpenStackCinderBackupWarning"
+
+	// Written by the guest manager.
+	// ConditionZoneWarning: nodes are in a compute zone where no claim of standard-csi can be
+	// provisioned under the current topology decision, or a per-zone class is kept because a
+	// claim uses it after its zone went away.
+	ConditionZoneWarning = "OpenStackCinderZoneWarning"
 )
 
 // ControlPlaneConditions are the condition types the controlplane manager owns.
