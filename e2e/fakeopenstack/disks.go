@@ -1,6 +1,7 @@
 package fakeopenstack
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 )
@@ -35,26 +36,56 @@ type Disks interface {
 	Detach(volumeID, serverID string) error
 }
 
-// MemoryDisks is the default Disks: it only keeps sizes and attachments, with no device and no
-// data, and rejects calls that would be impossible on a real backend (unknown IDs, deleting an
-// attached volume, shrinking), so that a bug in the fake's bookkeeping shows up as an error.
+// BackupDisks is a Disks that also keeps Cinder backups. A backup is a copy of its own, as in a
+// backup store: it outlives the volume and snapshot it was taken of and their backend, and a
+// restore writes it into a new volume. Disks without it make every backup and restore fail in
+// the backend (status "error").
+type BackupDisks interface {
+	Disks
+	// BackupVolume copies the volume's current data into backupID, also while it is attached.
+	BackupVolume(backupID, volumeID string) error
+	// BackupSnapshot copies the snapshot's data into backupID.
+	BackupSnapshot(backupID, snapshotID string) error
+	// RestoreBackup makes volumeID (size bytes, at least the backup's) with the data of
+	// backupID.
+	RestoreBackup(volumeID, backupID string, size int64) error
+	// DeleteBackup removes a backup's data.
+	DeleteBackup(backupID string) error
+}
+
+// MemoryDisks is the default Disks: it keeps sizes, attachments and only the data written with
+// WriteData, with no device, and rejects calls that would be impossible on a real backend
+// (unknown IDs, deleting an attached volume, shrinking), so that a bug in the fake's bookkeeping
+// shows up as an error. Snapshots, clones, backups and restores carry the written data along, so
+// unit tests can follow it without loop devices.
 type MemoryDisks struct {
 	mu        sync.Mutex
 	volumes   map[string]*memVolume
-	snapshots map[string]int64
+	snapshots map[string]memImage
+	backups   map[string]memImage
 }
 
 type memVolume struct {
-	size     int64
+	memImage
 	attached string
+}
+
+// memImage is the size and the written data of a volume, snapshot or backup.
+type memImage struct {
+	size int64
+	data []byte
+}
+
+func (m memImage) clone() memImage {
+	return memImage{size: m.size, data: bytes.Clone(m.data)}
 }
 
 // NewMemoryDisks returns an empty MemoryDisks.
 func NewMemoryDisks() *MemoryDisks {
-	return &MemoryDisks{volumes: map[string]*memVolume{}, snapshots: map[string]int64{}}
+	return &MemoryDisks{volumes: map[string]*memVolume{}, snapshots: map[string]memImage{}, backups: map[string]memImage{}}
 }
 
-var _ Disks = (*MemoryDisks)(nil)
+var _ BackupDisks = (*MemoryDisks)(nil)
 
 // CreateVolume implements Disks.
 func (d *MemoryDisks) CreateVolume(volumeID string, size int64) error {
@@ -64,13 +95,23 @@ func (d *MemoryDisks) CreateVolume(volumeID string, size int64) error {
 }
 
 func (d *MemoryDisks) addLocked(volumeID string, size int64) error {
+	return d.addFromLocked(volumeID, size, memImage{}, "source")
+}
+
+// addFromLocked creates volumeID with src's data; size must hold src (named what in errors).
+func (d *MemoryDisks) addFromLocked(volumeID string, size int64, src memImage, what string) error {
 	if _, ok := d.volumes[volumeID]; ok {
 		return fmt.Errorf("volume %s already exists", volumeID)
 	}
 	if size <= 0 {
 		return fmt.Errorf("volume %s: invalid size %d", volumeID, size)
 	}
-	d.volumes[volumeID] = &memVolume{size: size}
+	if size < src.size {
+		return fmt.Errorf("volume %s: size %d is smaller than the %s's %d", volumeID, size, what, src.size)
+	}
+	img := src.clone()
+	img.size = size
+	d.volumes[volumeID] = &memVolume{memImage: img}
 	return nil
 }
 
@@ -91,10 +132,7 @@ func (d *MemoryDisks) CloneVolume(volumeID, sourceID string, size int64) error {
 	if err != nil {
 		return err
 	}
-	if size < src.size {
-		return fmt.Errorf("volume %s: size %d is smaller than the source's %d", volumeID, size, src.size)
-	}
-	return d.addLocked(volumeID, size)
+	return d.addFromLocked(volumeID, size, src.memImage, "source")
 }
 
 // RestoreSnapshot implements Disks.
@@ -105,10 +143,7 @@ func (d *MemoryDisks) RestoreSnapshot(volumeID, snapshotID string, size int64) e
 	if !ok {
 		return fmt.Errorf("snapshot %s not found", snapshotID)
 	}
-	if size < snap {
-		return fmt.Errorf("volume %s: size %d is smaller than the snapshot's %d", volumeID, size, snap)
-	}
-	return d.addLocked(volumeID, size)
+	return d.addFromLocked(volumeID, size, snap, "snapshot")
 }
 
 // ExtendVolume implements Disks.
@@ -152,7 +187,7 @@ func (d *MemoryDisks) CreateSnapshot(snapshotID, volumeID string) error {
 	if _, ok := d.snapshots[snapshotID]; ok {
 		return fmt.Errorf("snapshot %s already exists", snapshotID)
 	}
-	d.snapshots[snapshotID] = v.size
+	d.snapshots[snapshotID] = v.clone()
 	return nil
 }
 
@@ -207,4 +242,91 @@ func (d *MemoryDisks) Size(volumeID string) (int64, bool) {
 		return 0, false
 	}
 	return v.size, true
+}
+
+// BackupVolume implements BackupDisks.
+func (d *MemoryDisks) BackupVolume(backupID, volumeID string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v, err := d.volumeLocked(volumeID)
+	if err != nil {
+		return err
+	}
+	return d.addBackupLocked(backupID, v.memImage)
+}
+
+// BackupSnapshot implements BackupDisks.
+func (d *MemoryDisks) BackupSnapshot(backupID, snapshotID string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	snap, ok := d.snapshots[snapshotID]
+	if !ok {
+		return fmt.Errorf("snapshot %s not found", snapshotID)
+	}
+	return d.addBackupLocked(backupID, snap)
+}
+
+func (d *MemoryDisks) addBackupLocked(backupID string, src memImage) error {
+	if _, ok := d.backups[backupID]; ok {
+		return fmt.Errorf("backup %s already exists", backupID)
+	}
+	d.backups[backupID] = src.clone()
+	return nil
+}
+
+// RestoreBackup implements BackupDisks.
+func (d *MemoryDisks) RestoreBackup(volumeID, backupID string, size int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b, ok := d.backups[backupID]
+	if !ok {
+		return fmt.Errorf("backup %s not found", backupID)
+	}
+	return d.addFromLocked(volumeID, size, b, "backup")
+}
+
+// DeleteBackup implements BackupDisks.
+func (d *MemoryDisks) DeleteBackup(backupID string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.backups[backupID]; !ok {
+		return fmt.Errorf("backup %s not found", backupID)
+	}
+	delete(d.backups, backupID)
+	return nil
+}
+
+// WriteData sets the data at the start of a volume, as a node writing to it would; it must fit
+// in the volume. Snapshots, clones, backups and restores copy it.
+func (d *MemoryDisks) WriteData(volumeID string, data []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v, err := d.volumeLocked(volumeID)
+	if err != nil {
+		return err
+	}
+	if int64(len(data)) > v.size {
+		return fmt.Errorf("volume %s: %d bytes do not fit in %d", volumeID, len(data), v.size)
+	}
+	v.data = bytes.Clone(data)
+	return nil
+}
+
+// Data returns what WriteData (or a copy of it) put into a volume, and whether the volume exists.
+func (d *MemoryDisks) Data(volumeID string) ([]byte, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v, ok := d.volumes[volumeID]
+	if !ok {
+		return nil, false
+	}
+	return bytes.Clone(v.data), true
+}
+
+// HasBackup reports whether the backend holds a backup's data.
+func (d *MemoryDisks) HasBackup(backupID string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.backups[backupID]
+	return ok
 }

@@ -38,6 +38,7 @@ const loFlagsAutoclear = 4
 const (
 	volumePrefix   = "vol-"
 	snapshotPrefix = "snap-"
+	backupPrefix   = "backup-"
 	imageSuffix    = ".img"
 	linkSuffix     = ".link"
 )
@@ -61,8 +62,9 @@ type LoopOptions struct {
 // binds a loop device to the file and links DefaultByIDDir/virtio-<volume ID[:20]> to it, the name
 // a KVM guest's udev gives a Cinder volume and the first one the driver's node service looks for.
 // Detach removes the link and frees the device. Extend grows the file and the device's size
-// (LOOP_SET_CAPACITY, as losetup -c does), snapshots and clones copy only the data extents, so a
-// 1 GiB volume costs only the blocks written to it.
+// (LOOP_SET_CAPACITY, as losetup -c does), snapshots, backups and clones copy only the data
+// extents, so a 1 GiB volume costs only the blocks written to it. A backup is a file of its own
+// (backup-<id>.img), so it outlives its volume and snapshot.
 //
 // Loop devices are configured with autoclear and held open by this process, so a killed process
 // frees them by itself once nothing mounts them; the by-id links and files it leaves are what
@@ -78,6 +80,7 @@ type LoopDisks struct {
 	marker    loopMarkerFile
 	volumes   map[string]*loopVolume
 	snapshots map[string]bool
+	backups   map[string]bool
 }
 
 // loopVolume is one backing file and, while attached, its device.
@@ -103,7 +106,7 @@ type loopMarkerFile struct {
 	CreatedDir bool `json:"createdDir"`
 }
 
-var _ Disks = (*LoopDisks)(nil)
+var _ BackupDisks = (*LoopDisks)(nil)
 
 // LoopDisksAvailable returns nil when LoopDisks can work here (Linux, root, a usable
 // /dev/loop-control), or an error that says what is missing.
@@ -152,7 +155,7 @@ func NewLoopDisks(o LoopOptions) (*LoopDisks, error) {
 		marker: loopMarkerFile{
 			PID: os.Getpid(), StartTime: start, ByIDDir: filepath.Clean(o.ByIDDir), CreatedDir: len(created) > 0,
 		},
-		volumes: map[string]*loopVolume{}, snapshots: map[string]bool{},
+		volumes: map[string]*loopVolume{}, snapshots: map[string]bool{}, backups: map[string]bool{},
 	}
 	if err := d.writeMarker(); err != nil {
 		return nil, err
@@ -193,6 +196,10 @@ func (d *LoopDisks) volumePath(id string) string {
 
 func (d *LoopDisks) snapshotPath(id string) string {
 	return filepath.Join(d.dir, snapshotPrefix+id+imageSuffix)
+}
+
+func (d *LoopDisks) backupPath(id string) string {
+	return filepath.Join(d.dir, backupPrefix+id+imageSuffix)
 }
 
 func (d *LoopDisks) linkRecordPath(id string) string {
@@ -368,6 +375,84 @@ func (d *LoopDisks) DeleteSnapshot(snapshotID string) error {
 	return nil
 }
 
+// BackupVolume implements BackupDisks. An attached volume's device is flushed first, as for
+// CreateSnapshot.
+func (d *LoopDisks) BackupVolume(backupID, volumeID string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v, err := d.volumeLocked(volumeID, backupID)
+	if err != nil {
+		return err
+	}
+	if err := v.flush(); err != nil {
+		return err
+	}
+	return d.copyIntoBackupLocked(backupID, d.volumePath(volumeID))
+}
+
+// BackupSnapshot implements BackupDisks.
+func (d *LoopDisks) BackupSnapshot(backupID, snapshotID string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkLocked(backupID, snapshotID); err != nil {
+		return err
+	}
+	if !d.snapshots[snapshotID] {
+		return fmt.Errorf("snapshot %s not found", snapshotID)
+	}
+	return d.copyIntoBackupLocked(backupID, d.snapshotPath(snapshotID))
+}
+
+// copyIntoBackupLocked makes a backup file of its own from src, so that it outlives src.
+func (d *LoopDisks) copyIntoBackupLocked(backupID, src string) error {
+	if d.backups[backupID] {
+		return fmt.Errorf("backup %s already exists", backupID)
+	}
+	st, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("backing up: %w", err)
+	}
+	if err := copySparse(d.backupPath(backupID), src, st.Size()); err != nil {
+		return fmt.Errorf("backing up into %s: %w", backupID, err)
+	}
+	d.backups[backupID] = true
+	return nil
+}
+
+// RestoreBackup implements BackupDisks.
+func (d *LoopDisks) RestoreBackup(volumeID, backupID string, size int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkLocked(volumeID, backupID); err != nil {
+		return err
+	}
+	if !d.backups[backupID] {
+		return fmt.Errorf("backup %s not found", backupID)
+	}
+	if err := copySparse(d.volumePath(volumeID), d.backupPath(backupID), size); err != nil {
+		return fmt.Errorf("restoring backup %s: %w", backupID, err)
+	}
+	d.volumes[volumeID] = &loopVolume{}
+	return nil
+}
+
+// DeleteBackup implements BackupDisks.
+func (d *LoopDisks) DeleteBackup(backupID string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkLocked(backupID); err != nil {
+		return err
+	}
+	if !d.backups[backupID] {
+		return fmt.Errorf("backup %s not found", backupID)
+	}
+	if err := os.Remove(d.backupPath(backupID)); err != nil {
+		return fmt.Errorf("deleting backup file: %w", err)
+	}
+	delete(d.backups, backupID)
+	return nil
+}
+
 // Attach implements Disks: it binds a loop device to the volume's file and links the by-id name
 // to it. The link record is written before the link, so a sweep finds the link even if the
 // process dies in between.
@@ -506,7 +591,7 @@ func (d *LoopDisks) Close() error {
 	}
 	_, err := cleanLoopDir(d.dir, d.realDir, d.marker, d.log)
 	errs = append(errs, err)
-	d.volumes, d.snapshots = map[string]*loopVolume{}, map[string]bool{}
+	d.volumes, d.snapshots, d.backups = map[string]*loopVolume{}, map[string]bool{}, map[string]bool{}
 	return errors.Join(errs...)
 }
 
@@ -578,8 +663,8 @@ func cleanLoopDir(dir, realDir string, m loopMarkerFile, log logr.Logger) ([]str
 		errs = append(errs, removeFile(record, &removed))
 	}
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), imageSuffix) &&
-			(strings.HasPrefix(e.Name(), volumePrefix) || strings.HasPrefix(e.Name(), snapshotPrefix)) {
+		if strings.HasSuffix(e.Name(), imageSuffix) && (strings.HasPrefix(e.Name(), volumePrefix) ||
+			strings.HasPrefix(e.Name(), snapshotPrefix) || strings.HasPrefix(e.Name(), backupPrefix)) {
 			errs = append(errs, removeFile(filepath.Join(dir, e.Name()), &removed))
 		}
 	}
