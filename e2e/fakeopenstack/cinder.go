@@ -70,10 +70,15 @@ func (s *Server) serveVolume(w *statusWriter, r *http.Request) {
 		served = s.serveVolumes(w, r, mv, seg[1:])
 	case "snapshots":
 		served = s.serveSnapshots(w, r, mv, seg[1:])
+	case "backups":
+		served = s.serveBackups(w, r, mv, seg[1:])
+	case "os-services":
+		if len(seg) == 1 && r.Method == http.MethodGet {
+			s.serveServices(w, r, mv)
+			served = true
+		}
 	}
 	if !served {
-		// Backups among others: the driver looks a snapshot ID up as a backup and takes 404 as
-		// "not a backup".
 		writeNotFound(w)
 	}
 }
@@ -143,8 +148,8 @@ type createVolumeRequest struct {
 		ImageRef         string            `json:"imageRef"`
 		Metadata         map[string]string `json:"metadata"`
 	} `json:"volume"`
-	// The scheduler hints the driver sends for PVC affinity annotations are accepted and
-	// ignored: the fake has one backend.
+	// SchedulerHints are what the driver sends for the PVC affinity annotations: same_host and
+	// different_host, honoured when backends are configured (see Options.Backends).
 	SchedulerHints map[string]any `json:"OS-SCH-HNT:scheduler_hints"`
 }
 
@@ -166,20 +171,17 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request, mv apiVers
 		writeFault(w, http.StatusBadRequest, "Invalid input received: this fake has no image service.")
 		return
 	}
-	if in.BackupID != "" {
-		writeFault(w, http.StatusNotFound, fmt.Sprintf("Backup %s could not be found.", in.BackupID))
-		return
-	}
 
 	c := s.cloud
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
 	size := in.Size.n
-	sourceSize, zone, ok := s.volumeSourceLocked(w, in.SnapshotID, in.SourceVolID, in.AvailabilityZone)
+	src, ok := s.volumeSourceLocked(w, in.SnapshotID, in.SourceVolID, in.BackupID, in.AvailabilityZone)
 	if !ok {
 		return
 	}
+	sourceSize, zone := src.size, src.zone
 	if !in.Size.set && sourceSize > 0 {
 		size = sourceSize
 	}
@@ -189,16 +191,21 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request, mv apiVers
 		return
 	}
 	if size < sourceSize {
-		writeFault(w, http.StatusBadRequest, fmt.Sprintf(
-			"Invalid input received: Volume size '%d'GB cannot be smaller than the source size %dGB. They must be >= original size.",
-			size, sourceSize))
+		msg := fmt.Sprintf("Invalid input received: Volume size '%d'GB cannot be smaller than the source size %dGB. They must be >= original size.",
+			size, sourceSize)
+		if in.BackupID != "" {
+			msg = fmt.Sprintf("Invalid input received: Volume size %dGB cannot be smaller than the backup size %dGB. It must be >= backup size.",
+				size, sourceSize)
+		}
+		writeFault(w, http.StatusBadRequest, msg)
 		return
 	}
 	if zone == "" {
 		zone = s.defaultZone(EndpointVolume)
 	}
 	if !slices.ContainsFunc(s.zones(EndpointVolume), func(z Zone) bool { return z.Name == zone && z.Available }) {
-		writeFault(w, http.StatusBadRequest, fmt.Sprintf("Invalid input received: Availability zone '%s' is invalid.", zone))
+		// Cinder's InvalidAvailabilityZone, without allow_availability_zone_fallback.
+		writeFault(w, http.StatusBadRequest, fmt.Sprintf("Availability zone '%s' is invalid.", zone))
 		return
 	}
 	volType := in.VolumeType
@@ -215,84 +222,130 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request, mv apiVers
 	now := time.Now().UTC()
 	v := &volume{
 		seq: c.nextSeq(), id: newUUID(), name: in.Name, description: in.Description, size: size,
-		status: StatusAvailable, zone: zone, volType: volType, snapshotID: in.SnapshotID,
-		sourceVolID: in.SourceVolID, metadata: maps.Clone(in.Metadata), attachedAt: map[string]time.Time{},
-		created: now, updated: now,
+		status: StatusAvailable, zone: zone, volType: volType, snapshotID: src.snapshotID,
+		sourceVolID: src.sourceVolID, backupID: src.backupID, metadata: maps.Clone(in.Metadata),
+		attachedAt: map[string]time.Time{}, created: now, updated: now,
 	}
 	if v.metadata == nil {
 		v.metadata = map[string]string{}
 	}
-	var err error
-	switch {
-	case in.SnapshotID != "":
-		err = c.disks.RestoreSnapshot(v.id, in.SnapshotID, int64(size)*GiB)
-	case in.SourceVolID != "":
-		err = c.disks.CloneVolume(v.id, in.SourceVolID, int64(size)*GiB)
-	default:
-		err = c.disks.CreateVolume(v.id, int64(size)*GiB)
+	// Scheduling happens after the API answered in Cinder, so a volume that fits no backend
+	// is accepted and then in error.
+	if b, ok := s.placeLocked(zone, src.pinned, parseSchedulerHints(req.SchedulerHints)); ok {
+		v.backend = b.location()
+		s.createDiskLocked(v, src, size)
+	} else {
+		v.status, v.failReason = StatusError, noValidBackend
 	}
-	if err != nil {
-		s.log.Error(err, "Fake Cinder backend failed to create a volume", "volume", v.id)
-		v.status = StatusError
-	}
-	v.backed = err == nil
 	c.volumes[v.id] = v
 
 	view := s.volumeView(r, v, mv)
-	if v.status == StatusAvailable {
+	if v.status == StatusAvailable || v.failReason == noValidBackend {
 		view["status"] = StatusCreating
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"volume": view})
 }
 
-// volumeSourceLocked checks the snapshot or, without one, the volume that a new volume is created
-// from, and returns the source's size (0 without a source) and the new volume's zone: zone if it
-// was asked for, else the source's. It answers the fault and reports false when the source is
-// missing or not ready, or lives in another zone than the one asked for.
-func (s *Server) volumeSourceLocked(w http.ResponseWriter, snapshotID, sourceVolID, zone string) (int, string, bool) {
+// volumeSource is what a new volume is made from: a snapshot, a volume or a backup (at most
+// one ID is set), with its size (0 without a source), the new volume's zone, and the backend
+// host@backend the volume must land on (snapshot_same_host: snapshots and clones stay on their
+// volume's backend), if any.
+type volumeSource struct {
+	snapshotID, sourceVolID, backupID string
+	size                              int
+	zone                              string
+	pinned                            string
+}
+
+// volumeSourceLocked checks the snapshot, else the volume, else the backup that a new volume is
+// created from, and returns it with the new volume's zone: zone if it was asked for, else the
+// source volume's (a backup may be restored into any zone). It answers the fault and reports
+// false when the source is missing or not ready, or lives in another zone than the one asked
+// for.
+func (s *Server) volumeSourceLocked(w http.ResponseWriter, snapshotID, sourceVolID, backupID, zone string) (volumeSource, bool) {
 	c := s.cloud
 	switch {
 	case snapshotID != "":
 		snap, ok := c.snapshots[snapshotID]
 		if !ok {
 			writeFault(w, http.StatusNotFound, notFound("Snapshot", snapshotID))
-			return 0, "", false
+			return volumeSource{}, false
 		}
 		if snap.status != StatusAvailable {
 			writeFault(w, http.StatusBadRequest, "Invalid snapshot: Originating snapshot status must be one of 'available' values")
-			return 0, "", false
+			return volumeSource{}, false
 		}
+		out := volumeSource{snapshotID: snapshotID, size: snap.size, zone: zone}
 		// cloned_volume_same_az (default true): a volume from a snapshot lives in the zone of
 		// the snapshot's volume.
 		if src, ok := c.volumes[snap.volumeID]; ok {
+			out.pinned = backendHost(src.backend)
 			if zone == "" {
-				zone = src.zone
+				out.zone = src.zone
 			} else if zone != src.zone {
 				writeFault(w, http.StatusBadRequest, "Invalid input received: Volume must be in the same availability zone as the snapshot")
-				return 0, "", false
+				return volumeSource{}, false
 			}
 		}
-		return snap.size, zone, true
+		return out, true
 	case sourceVolID != "":
 		src, ok := c.volumes[sourceVolID]
 		if !ok {
 			writeFault(w, http.StatusNotFound, notFound("Volume", sourceVolID))
-			return 0, "", false
+			return volumeSource{}, false
 		}
 		if src.status != StatusAvailable && src.status != StatusInUse {
 			writeFault(w, http.StatusBadRequest, fmt.Sprintf(
 				"Invalid volume: Source volume status must be available or in-use, but is %s.", src.status))
-			return 0, "", false
+			return volumeSource{}, false
 		}
 		if zone == "" {
 			zone = src.zone
 		} else if zone != src.zone {
 			writeFault(w, http.StatusBadRequest, "Invalid input received: Volume must be in the same availability zone as the source volume")
-			return 0, "", false
+			return volumeSource{}, false
 		}
-		return src.size, zone, true
+		return volumeSource{sourceVolID: sourceVolID, size: src.size, zone: zone, pinned: backendHost(src.backend)}, true
+	case backupID != "":
+		// Cinder reads backup_id at every microversion (its schema only validates it from 3.47).
+		b, ok := c.backups[backupID]
+		if !ok {
+			writeFault(w, http.StatusNotFound, notFound("Backup", backupID))
+			return volumeSource{}, false
+		}
+		if b.status != StatusAvailable {
+			writeFault(w, http.StatusBadRequest, "Invalid backup: Originating backup status must be one of 'available' values")
+			return volumeSource{}, false
+		}
+		return volumeSource{backupID: backupID, size: b.size, zone: zone}, true
 	}
-	return 0, zone, true
+	return volumeSource{zone: zone}, true
+}
+
+// createDiskLocked makes v's disk from src in the backend; a failure leaves v in error.
+func (s *Server) createDiskLocked(v *volume, src volumeSource, size int) {
+	c := s.cloud
+	sizeBytes := int64(size) * GiB
+	var err error
+	switch {
+	case src.snapshotID != "":
+		err = c.disks.RestoreSnapshot(v.id, src.snapshotID, sizeBytes)
+	case src.sourceVolID != "":
+		err = c.disks.CloneVolume(v.id, src.sourceVolID, sizeBytes)
+	case src.backupID != "":
+		if disks, ok := c.disks.(BackupDisks); ok {
+			err = disks.RestoreBackup(v.id, src.backupID, sizeBytes)
+		} else {
+			err = errNoBackupDisks
+		}
+	default:
+		err = c.disks.CreateVolume(v.id, sizeBytes)
+	}
+	if err != nil {
+		s.log.Error(err, "Fake Cinder backend failed to create a volume", "volume", v.id)
+		v.status, v.failReason = StatusError, err.Error()
+	}
+	v.backed = err == nil
 }
 
 // checkQuotaLocked answers 413 if adding gigabytes would exceed the quota.
@@ -342,7 +395,10 @@ func (s *Server) volumeView(r *http.Request, v *volume, mv apiVersion) map[strin
 		"multiattach":                  false,
 		"migration_status":             nil,
 		"os-vol-tenant-attr:tenant_id": s.opts.ProjectID,
-		"links":                        s.selfLinks(r, "volumes", v.id),
+		// Admin-only in Cinder (volume_extension:volume_host_attribute); the fake always shows
+		// it, so tests and the operator can see where the scheduler put a volume.
+		"os-vol-host-attr:host": nullable(v.backend),
+		"links":                 s.selfLinks(r, "volumes", v.id),
 	}
 	if mv.atLeast(3, 13) {
 		view["group_id"] = nil
@@ -448,7 +504,8 @@ func paginate[T any](w http.ResponseWriter, r *http.Request, items []T, id func(
 }
 
 // deleteVolume is DELETE /volumes/{id}. Like Cinder it refuses (400) a volume that is attached
-// or has snapshots, unless ?cascade=true, which deletes the snapshots too.
+// or has snapshots, unless ?cascade=true, which deletes the snapshots too. Backups do not hold a
+// volume: they stay, with their data.
 func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request, id string) {
 	cascade, _ := strconv.ParseBool(r.URL.Query().Get("cascade"))
 	withLocked(s, w, "Volume", id, volumesOf, func(c *cloud, v *volume) {

@@ -58,6 +58,17 @@ type VolumeInfo struct {
 	SnapshotID string
 	// SourceVolID is the volume it was cloned from, if any.
 	SourceVolID string
+	// BackupID is the backup the volume was restored from, if any. Cinder's answers do not
+	// name it; the fake keeps it for tests.
+	BackupID string
+	// Backend is where the scheduler placed the volume, host@backend#pool as
+	// "os-vol-host-attr:host" reports it (for example "cinder@lvm-1#pool"), or "" when it
+	// could not be placed.
+	Backend string
+	// FailReason says why a volume is in StatusError, for example Cinder's "No valid backend
+	// was found. ..." when no backend satisfies the scheduler hints; a real Cinder keeps it in
+	// its user messages, not in the volume.
+	FailReason string
 	// Metadata are the volume's properties, such as the driver's cluster tag.
 	Metadata map[string]string
 	// Attachments lists the servers the volume is attached to (at most one).
@@ -117,6 +128,7 @@ type cloud struct {
 	servers   map[string]*server
 	volumes   map[string]*volume
 	snapshots map[string]*snapshot
+	backups   map[string]*backup
 }
 
 type server struct {
@@ -135,6 +147,10 @@ type volume struct {
 	volType     string
 	snapshotID  string
 	sourceVolID string
+	backupID    string
+	// backend is host@backend#pool, or "" when the scheduler found none.
+	backend     string
+	failReason  string
 	metadata    map[string]string
 	attachments []AttachmentInfo
 	attachedAt  map[string]time.Time
@@ -162,6 +178,7 @@ func newCloud(s *Server, disks Disks) *cloud {
 	return &cloud{
 		s: s, disks: disks,
 		servers: map[string]*server{}, volumes: map[string]*volume{}, snapshots: map[string]*snapshot{},
+		backups: map[string]*backup{},
 	}
 }
 
@@ -302,6 +319,7 @@ func (v *volume) info() VolumeInfo {
 	return VolumeInfo{
 		ID: v.id, Name: v.name, Description: v.description, SizeGiB: v.size, Status: v.status,
 		AvailabilityZone: v.zone, VolumeType: v.volType, SnapshotID: v.snapshotID, SourceVolID: v.sourceVolID,
+		BackupID: v.backupID, Backend: v.backend, FailReason: v.failReason,
 		Metadata: maps.Clone(v.metadata), Attachments: slices.Clone(v.attachments), CreatedAt: v.created,
 	}
 }
@@ -351,7 +369,12 @@ func (c *cloud) detachLocked(v *volume, serverID string) error {
 // reports, standing in for Cinder's default_availability_zone and Nova's default zone, or
 // DefaultZone when none is available.
 func (s *Server) defaultZone(ep Endpoint) string {
-	for _, z := range s.zones(ep) {
+	return firstAvailable(s.zones(ep))
+}
+
+// firstAvailable is the first available zone of zones, or DefaultZone when none is.
+func firstAvailable(zones []Zone) string {
+	for _, z := range zones {
 		if z.Available {
 			return z.Name
 		}

@@ -1,10 +1,11 @@
 // Package fakeopenstack is an in-process HTTPS stand-in for the OpenStack APIs that the operator
 // and the real cinder-csi-plugin talk to: Keystone v3 (tokens), Nova (availability zones, servers,
-// volume attachments), Cinder v3 (availability zones, volumes, snapshots) and the Nova metadata
-// service. It answers what gophercloud v2 and the driver need (shared/reference/openstack.md
-// section 4; the driver's pkg/csi/cinder/openstack), serves it over TLS with its own CA so that the
-// CA plumbing is exercised, and lets tests inject faults per endpoint, expire tokens, and stop and
-// restart the whole server. Every request is recorded so that tests can assert on traffic (for
+// volume attachments), Cinder v3 (availability zones, volumes, snapshots, backups, services and
+// the scheduler's placement on backends) and the Nova metadata service. It answers what
+// gophercloud v2 and the driver need (shared/reference/openstack.md section 4; the driver's
+// pkg/csi/cinder/openstack), serves it over TLS with its own CA so that the CA plumbing is
+// exercised, and lets tests inject faults per endpoint, expire tokens, and stop and restart the
+// whole server. Every request is recorded so that tests can assert on traffic (for
 // example that an expired token caused exactly one new token request).
 //
 // Volumes are backed by a Disks implementation: in memory by default, or LoopDisks, which gives an
@@ -124,6 +125,23 @@ type Options struct {
 	// Cinder does; exceeding it answers 413, which the driver maps to ResourceExhausted. Zero
 	// means unlimited.
 	QuotaGigabytes int
+	// QuotaBackupGigabytes is the project's backup_gigabytes quota, which Cinder counts apart
+	// from gigabytes; a backup that would exceed it answers 413. Zero means unlimited.
+	QuotaBackupGigabytes int
+	// Backends are the Cinder volume backends (cinder-volume services) and the volume zones they
+	// serve. Nil keeps the fake's old shape: one implicit backend per volume zone, named
+	// "cinder@lvm-<zone>", and scheduler hints accepted but ignored, like a Cinder without the
+	// affinity filters. Non-nil (SetBackends too) turns on the SameBackendFilter and
+	// DifferentBackendFilter semantics for OS-SCH-HNT:scheduler_hints; see Backend.
+	Backends []Backend
+	// BackupServices are the cinder-backup services. Nil: one, up and enabled, in the default
+	// volume zone (followed when the zones change); an empty non-nil slice: none, so every
+	// backup fails as in a Cinder without a backup service.
+	BackupServices []BackupService
+	// ForbidServiceList makes GET /os-services answer 403 with Cinder's policy error, as a real
+	// Cinder does for a non-admin (its default policy is admin-only). The zero value lets the
+	// fake's user list services, as an admin could.
+	ForbidServiceList bool
 }
 
 // Defaults used when Options leaves a field empty.
@@ -158,6 +176,11 @@ type Server struct {
 	faults   map[Endpoint]faultState
 	hangFor  time.Duration
 	requests []Request
+	// backends and backupServices follow Options.Backends and Options.BackupServices; nil
+	// means the defaults described there.
+	backends          []Backend
+	backupServices    []BackupService
+	forbidServiceList bool
 
 	// cloud is the Nova and Cinder state (servers, volumes, snapshots); it has its own lock so
 	// that slow disk work never blocks token checks.
@@ -208,9 +231,13 @@ func New(opts Options) (*Server, error) {
 		compute: append([]Zone(nil), opts.ComputeZones...),
 		volume:  append([]Zone(nil), opts.VolumeZones...),
 		faults:  map[Endpoint]faultState{},
-		hangFor: opts.HangFor,
-		closing: make(chan struct{}),
-		extra:   map[*http.Server]struct{}{},
+
+		backends:          opts.Backends,
+		backupServices:    opts.BackupServices,
+		forbidServiceList: opts.ForbidServiceList,
+		hangFor:           opts.HangFor,
+		closing:           make(chan struct{}),
+		extra:             map[*http.Server]struct{}{},
 	}
 	s.cloud = newCloud(s, opts.Disks)
 	s.addr.Store(&opts.Addr)
@@ -260,6 +287,12 @@ func withDefaults(o Options) Options {
 	}
 	if o.TokenTTL <= 0 {
 		o.TokenTTL = time.Hour
+	}
+	if o.Backends != nil {
+		o.Backends = withBackendDefaults(o.Backends, firstAvailable(o.VolumeZones))
+	}
+	if o.BackupServices != nil {
+		o.BackupServices = withBackupServiceDefaults(o.BackupServices, firstAvailable(o.VolumeZones))
 	}
 	return o
 }
