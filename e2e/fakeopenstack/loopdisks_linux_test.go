@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
+	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/backups"
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/snapshots"
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/volumeattach"
@@ -410,5 +411,69 @@ func TestLoopDisksThroughAPI(t *testing.T) {
 		g.Expect(volumes.Delete(ctx, c.volume, v.ID, nil).ExtractErr()).To(Succeed())
 		_, err = os.Stat(d.volumePath(v.ID))
 		g.Expect(errors.Is(err, fs.ErrNotExist)).To(BeTrue())
+	})
+}
+
+// TestLoopDisksBackups drives backups through the API onto real loop devices: the backup is a
+// file of its own, so the node's data comes back after its volume, snapshot and their files are
+// gone, and Close leaves no backup file behind.
+func TestLoopDisksBackups(t *testing.T) {
+	t.Run("When a backup of an in-use volume's snapshot outlives both, it should restore the node's data", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx := t.Context()
+		byIDExisted := exists(DefaultByIDDir)
+		d := newLoopDisks(t)
+		s := newTestServer(t, Options{Disks: d})
+		g.Expect(s.AddServer(ServerInfo{ID: "node-1"})).To(Succeed())
+		c := newDriverClients(t, g, s, s.AuthURL())
+
+		v := c.createVolume(ctx, g, "pvc-1", 1)
+		_, err := c.attach(ctx, "node-1", v.ID)
+		g.Expect(err).NotTo(HaveOccurred())
+		pattern := []byte("backed up from the node")
+		writeAt(g, d.LinkPath(v.ID), 8192, pattern)
+
+		snap, err := snapshots.Create(ctx, c.volume, &snapshots.CreateOpts{VolumeID: v.ID, Name: "snap", Force: true}).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
+		fromSnap, err := c.createBackup(ctx, g, "from-snap", v.ID, snap.ID, "")
+		g.Expect(err).NotTo(HaveOccurred())
+		// A direct backup of the attached volume (force) flushes the device first.
+		writeAt(g, d.LinkPath(v.ID), 16384, pattern)
+		direct, err := backups.Create(ctx, c.volumeAt(g, "3.51"), backups.CreateOpts{VolumeID: v.ID, Name: "direct", Force: true}).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(exists(d.backupPath(fromSnap.ID))).To(BeTrue())
+
+		g.Expect(snapshots.Delete(ctx, c.volume, snap.ID).ExtractErr()).To(Succeed())
+		g.Expect(volumeattach.Delete(ctx, c.compute, "node-1", v.ID).ExtractErr()).To(Succeed())
+		g.Expect(volumes.Delete(ctx, c.volume, v.ID, nil).ExtractErr()).To(Succeed())
+		g.Expect(exists(d.volumePath(v.ID))).To(BeFalse())
+		g.Expect(exists(d.snapshotPath(snap.ID))).To(BeFalse())
+
+		// The snapshot was taken before the second write: its backup has only the first.
+		for _, b := range []struct {
+			id             string
+			offsets, holes []int64
+		}{{fromSnap.ID, []int64{8192}, []int64{16384}}, {direct.ID, []int64{8192, 16384}, nil}} {
+			restored, err := volumes.Create(ctx, c.volumeAt(g, "3.51"), &volumes.CreateOpts{Name: "restored", Size: 2, BackupID: b.id}, nil).Extract()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(c.getVolume(ctx, g, restored.ID).Status).To(Equal(StatusAvailable))
+			_, err = c.attach(ctx, "node-1", restored.ID)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(blockdevSize(g, d.LinkPath(restored.ID))).To(Equal(2 * GiB))
+			for _, off := range b.offsets {
+				g.Expect(readAt(g, d.LinkPath(restored.ID), off, len(pattern))).To(Equal(pattern), "backup %s at %d", b.id, off)
+			}
+			for _, off := range b.holes {
+				g.Expect(readAt(g, d.LinkPath(restored.ID), off, len(pattern))).To(Equal(make([]byte, len(pattern))), "backup %s at %d", b.id, off)
+			}
+			g.Expect(volumeattach.Delete(ctx, c.compute, "node-1", restored.ID).ExtractErr()).To(Succeed())
+		}
+		g.Expect(backups.Delete(ctx, c.volume, fromSnap.ID).ExtractErr()).To(Succeed())
+		g.Expect(exists(d.backupPath(fromSnap.ID))).To(BeFalse())
+
+		// Close removes the backup still held, with everything else.
+		dir := d.Dir()
+		g.Expect(d.Close()).To(Succeed())
+		expectAllGone(g, dir, nil, byIDExisted)
 	})
 }
