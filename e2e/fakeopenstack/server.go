@@ -132,7 +132,11 @@ type Options struct {
 	// serve. Nil keeps the fake's old shape: one implicit backend per volume zone, named
 	// "cinder@lvm-<zone>", and scheduler hints accepted but ignored, like a Cinder without the
 	// affinity filters. Non-nil (SetBackends too) turns on the SameBackendFilter and
-	// DifferentBackendFilter semantics for OS-SCH-HNT:scheduler_hints; see Backend.
+	// DifferentBackendFilter semantics for OS-SCH-HNT:scheduler_hints: a volume no backend of
+	// its zone satisfies is accepted and then in status "error", and so is every volume of a
+	// zone that has no backend. Without hints a new volume goes to the backend of its zone with
+	// the fewest volumes, the first configured on a tie; clones and volumes from snapshots stay
+	// on their source's backend, as with Cinder's default snapshot_same_host.
 	Backends []Backend
 	// BackupServices are the cinder-backup services. Nil: one, up and enabled, in the default
 	// volume zone (followed when the zones change); an empty non-nil slice: none, so every
