@@ -359,6 +359,39 @@ func TestCinderVolumes(t *testing.T) {
 func TestCinderSnapshots(t *testing.T) {
 	t.Parallel()
 
+	inUse := []struct {
+		name  string
+		mv    string
+		force bool
+		code  int
+	}{
+		{name: "When an in-use volume is snapshotted without force below 3.66, it should answer Cinder's 400", mv: "3.65", code: http.StatusBadRequest},
+		{name: "When an in-use volume is snapshotted with force below 3.66, it should be taken", mv: "3.65", force: true},
+		{name: "When an in-use volume is snapshotted without force from 3.66, it should be taken", mv: "3.66"},
+	}
+	for _, tc := range inUse {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			ctx := t.Context()
+			s := newTestServer(t, Options{})
+			g.Expect(s.AddServer(ServerInfo{ID: "node-1"})).To(Succeed())
+			c := newDriverClients(t, g, s, s.AuthURL())
+			v := c.createVolume(ctx, g, "pvc", 1)
+			_, err := c.attach(ctx, "node-1", v.ID)
+			g.Expect(err).NotTo(HaveOccurred())
+			_, err = snapshots.Create(ctx, c.volumeAt(g, tc.mv), &snapshots.CreateOpts{VolumeID: v.ID, Name: "s", Force: tc.force}).Extract()
+			if tc.code != 0 {
+				g.Expect(isStatus(err, tc.code)).To(BeTrue(), "error: %v", err)
+				g.Expect(faultMessage(g, err)).To(Equal("Invalid volume: Volume " + v.ID + " status must be available, but current status is: in-use."))
+				g.Expect(s.Snapshots()).To(BeEmpty())
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s.Snapshots()).To(HaveLen(1))
+		})
+	}
+
 	t.Run("When a snapshot is taken and restored, it should follow Cinder's rules and copy the backend", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
