@@ -5,11 +5,12 @@
 // gophercloud v2 and the driver need (shared/reference/openstack.md section 4; the driver's
 // pkg/csi/cinder/openstack), serves it over TLS with its own CA so that the CA plumbing is
 // exercised, and lets tests inject faults per endpoint, expire tokens, and stop and restart the
-// whole server. Every request is recorded so that tests can assert on traffic (for
-// example that an expired token caused exactly one new token request).
+// whole server. Every request is recorded so that tests can assert on traffic (for example that
+// an expired token caused exactly one new token request).
 //
 // Volumes are backed by a Disks implementation: in memory by default, or LoopDisks, which gives an
 // attached volume a real loop block device with the /dev/disk/by-id link the driver looks for.
+// Disks that also implement BackupDisks (both of those do) keep backups as copies of their own.
 //
 // The package has no build tag: the topology unit tests and the project's local run both use it.
 package fakeopenstack
