@@ -22,13 +22,20 @@ import (
 // until it is ready to use and checks that Cinder has the snapshot.
 func (w *world) snapshot(t testing.TB, ns, name, claimName string) string {
 	t.Helper()
+	return w.snapshotWith(t, ns, name, claimName, names.VolumeSnapshotCls)
+}
+
+// snapshotWith is snapshot with the VolumeSnapshotClass class; Cinder has the snapshot, or the
+// backup a backup class makes.
+func (w *world) snapshotWith(t testing.TB, ns, name, claimName, class string) string {
+	t.Helper()
 	ctx := context.Background()
 	g := NewWithT(t)
 	snap := &snapshotv1.VolumeSnapshot{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: snapshotv1.VolumeSnapshotSpec{
 			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To(claimName)},
-			VolumeSnapshotClassName: ptr.To(names.VolumeSnapshotCls),
+			VolumeSnapshotClassName: ptr.To(class),
 		},
 	}
 	g.Expect(w.Guest.Create(ctx, snap)).To(Succeed())
@@ -49,7 +56,10 @@ func (w *world) snapshot(t testing.TB, ns, name, claimName string) string {
 		for _, s := range w.OpenStack.Snapshots() {
 			ids = append(ids, s.ID)
 		}
-		g.Expect(ids).To(ContainElement(*content.Status.SnapshotHandle), "Cinder has the snapshot")
+		for _, b := range w.OpenStack.Backups() {
+			ids = append(ids, b.ID)
+		}
+		g.Expect(ids).To(ContainElement(*content.Status.SnapshotHandle), "Cinder has the snapshot or backup")
 	}).WithTimeout(bindTimeout).WithPolling(poll).Should(Succeed())
 	return name
 }
