@@ -28,6 +28,10 @@ const TypePrefix = "OpenStackCinder"
 // invisible in the ClusterOperator status.
 var typeSuffixes = []string{"Available", "Progressing", "Degraded", "Upgradeable"}
 
+// WarningSuffix ends the informational condition types (names.Condition*Warning), on purpose one
+// cluster-storage-operator does not aggregate: a warning never makes the cluster Degraded.
+const WarningSuffix = "Warning"
+
 // ReasonAsExpected is the reason of a Degraded condition that is False.
 const ReasonAsExpected = "AsExpected"
 

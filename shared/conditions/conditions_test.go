@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -262,6 +263,7 @@ func TestValidType(t *testing.T) {
 	}{
 		{name: "When the type has the prefix and an Available suffix, it should accept it", typ: "OpenStackCinderControllerAvailable", want: true},
 		{name: "When the type ends in Upgradeable, it should accept it", typ: "OpenStackCinderControllerUpgradeable", want: true},
+		{name: "When the type ends in Warning, it should accept it as informational", typ: "OpenStackCinderAttachLimitWarning", want: true},
 		{name: "When the type lacks the prefix, it should reject it", typ: "CinderControllerAvailable"},
 		{name: "When the type has an unaggregated suffix, it should reject it", typ: "OpenStackCinderControllerReady"},
 		{name: "When the type has a non-alphanumeric character, it should reject it", typ: "OpenStackCinder-Controller-Degraded"},
@@ -386,8 +388,8 @@ func TestKeep(t *testing.T) {
 }
 
 // validType reports whether t is a condition type this operator may write: it starts with
-// TypePrefix, ends in a suffix cluster-storage-operator aggregates, and is CamelCase letters and
-// digits in between.
+// TypePrefix, ends in a suffix cluster-storage-operator aggregates (or in WarningSuffix, for an
+// informational one), and is CamelCase letters and digits in between.
 func validType(t string) bool {
 	rest, ok := strings.CutPrefix(t, TypePrefix)
 	if !ok {
@@ -398,7 +400,7 @@ func validType(t string) bool {
 			return false
 		}
 	}
-	for _, suffix := range typeSuffixes {
+	for _, suffix := range append(slices.Clone(typeSuffixes), WarningSuffix) {
 		if strings.HasSuffix(rest, suffix) {
 			return true
 		}
