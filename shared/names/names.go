@@ -150,6 +150,11 @@ const (
 	// KeyVolumeZones holds the volume zones of the last zone listing that succeeded, sorted and
 	// comma-separated; absent before one did.
 	KeyVolumeZones = "volume_zones"
+	// KeyComputeZones holds the compute zones of that same listing, sorted and comma-separated;
+	// absent before one succeeded. The controlplane manager reads it back (with KeyVolumeZones)
+	// when OpenStack cannot be asked, so that the per-zone classes are decided again from the
+	// recorded zones, under the current zone_mapping and topology decision, instead of vanishing.
+	KeyComputeZones = "compute_zones"
 	// KeyBackupSnapshotClass and KeyBackupAvailabilityZone are copied from the user's
 	// configuration when the backup class is asked for, KeySnapshotForceCreate when it is "false".
 )
@@ -278,6 +283,7 @@ const (
 var ControlPlaneConditions = []string{
 	ConditionControllerAvailable, ConditionControllerProgressing, ConditionControllerDegraded,
 	ConditionConfigDegraded, ConditionTopologyDegraded,
+	ConditionAttachLimitWarning, ConditionConfigKeysWarning, ConditionBackupWarning,
 }
 
 // GuestConditions are the condition types the guest manager owns.
@@ -356,6 +362,19 @@ const (
 	// ReasonTLSProfileFallback is ConfigDegraded's reason, with status False, while the cluster's
 	// TLS security profile cannot be served and Intermediate is used instead.
 	ReasonTLSProfileFallback = "TLSProfileFallback"
+	// ReasonAttachLimitNotSet: AttachLimitWarning's reason while [BlockStorage] sets no
+	// positive node-volume-attach-limit.
+	ReasonAttachLimitNotSet = "AttachLimitNotSet"
+	// ReasonIgnoredConfiguration: ConfigKeysWarning's reason while the user's configuration
+	// holds keys or sections the driver never sees or does not know.
+	ReasonIgnoredConfiguration = "IgnoredConfiguration"
+	// BackupWarning's reasons: no cinder-backup service is up and enabled; none is in the
+	// availability zone backup_availability_zone names; Cinder refused to list its services (its
+	// default policy allows that to administrators only), so it could not be checked.
+	// ReasonOpenStackUnavailable is the fourth: the listing failed before any succeeded.
+	ReasonNoBackupService         = "NoBackupService"
+	ReasonNoBackupServiceInZone   = "NoBackupServiceInZone"
+	ReasonBackupServicesForbidden = "BackupServicesNotListable"
 	// ReasonConfigSourceChanged is the reason of the Normal Event that says where the driver
 	// settings come from, recorded when that source is not the one cloud-conf records.
 	ReasonConfigSourceChanged = "ConfigSourceChanged"
