@@ -164,3 +164,8 @@ func (s configSource) annotate(cm *corev1.ConfigMap) {
 	}
 	cm.Annotations[names.ConfigSourceAnnotation] = s.record()
 }
+
+// settingsRef names the ConfigMap and key the INI text of the driver settings comes from.
+func (s configSource) settingsRef() string {
+	return fmt.Sprintf("key %s of ConfigMap %s", s.Key, s.ref())
+}

@@ -177,11 +177,12 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	switch p.ManagementState {
 	case operatorv1.Unmanaged:
 		setControllerConditions(st, in.Deployment, "", nil)
-		controllerWorkload.Unmanaged(st, names.ConditionConfigDegraded, names.ConditionTopologyDegraded)
+		controllerWorkload.Unmanaged(st, append([]string{names.ConditionConfigDegraded, names.ConditionTopologyDegraded}, warningTypes...)...)
 		return ctrl.Result{}, nil
 	case operatorv1.Removed:
 		err := appliers.Delete(ctx, log, p.Delete)
-		controllerWorkload.Removed(st, err, "the CSI controller and its configuration", names.ConditionConfigDegraded, names.ConditionTopologyDegraded)
+		controllerWorkload.Removed(st, err, "the CSI controller and its configuration",
+			append([]string{names.ConditionConfigDegraded, names.ConditionTopologyDegraded}, warningTypes...)...)
 		return ctrl.Result{}, err
 	}
 
@@ -190,11 +191,13 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		st.True(names.ConditionConfigDegraded, p.Problems[0].Reason, msg)
 		setControllerConditions(st, in.Deployment, "The CSI controller waits for valid configuration: "+msg, nil)
 		keepTopologyCondition(st, driver)
+		keepWarningConditions(st, driver)
 		log.V(2).Info("Not applying: invalid configuration", "reason", p.Problems[0].Reason)
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(p.Problems[0].Reason))
 	}
 	setConfigCondition(st, p)
 	setTopologyCondition(st, p.Topology)
+	setWarningConditions(st, p.Warnings)
 	log.V(4).Info("Topology decided", "enabled", p.Topology.Enabled, "source", p.Topology.Source,
 		"computeZones", p.Topology.ComputeZones, "volumeZones", p.Topology.VolumeZones)
 
@@ -257,4 +260,17 @@ func keepTopologyCondition(st *conditions.Set, driver *operatorv1.ClusterCSIDriv
 		return
 	}
 	st.False(names.ConditionTopologyDegraded, names.ReasonWaitingForConfig, "Topology is decided once the configuration is valid.")
+}
+
+// keepWarningConditions re-sends the existing warning conditions unchanged while the
+// configuration is invalid (they are evaluated from valid configuration only); a warning not yet
+// written waits for it.
+func keepWarningConditions(st *conditions.Set, driver *operatorv1.ClusterCSIDriver) {
+	for _, t := range warningTypes {
+		if conditions.Find(driver.Status.Conditions, t) != nil {
+			st.Keep(driver.Status.Conditions, t)
+			continue
+		}
+		st.False(t, names.ReasonWaitingForConfig, "Evaluated once the configuration is valid.")
+	}
 }

@@ -77,6 +77,9 @@ type controllerInputs struct {
 	PodLabels    map[string]string
 	Verbosity    int
 	Topology     bool
+	// PVCAnnotations gives the driver --pvc-annotations: it then watches claims, through the
+	// guest kubeconfig on HyperShift.
+	PVCAnnotations bool
 	// Hashes are the per-input hashes written to the pod template, keyed by input name.
 	Hashes map[string]string
 	// Proxy is the cluster-wide proxy (standalone) or the operator's own (HyperShift).
@@ -95,8 +98,9 @@ type controllerInputs struct {
 const trustedCAVolume = "non-standard-root-system-trust-ca-bundle"
 
 // desiredCloudConf returns a cloud-conf ConfigMap: the generated cloud.conf, the topology
-// decision and, when one exists, the OpenStack CA bundle.
-func desiredCloudConf(namespace, name, cloudConf string, enableTopology bool, caBundle string) *corev1.ConfigMap {
+// decision, when one exists, the OpenStack CA bundle and, for the node copy, the decisions extra
+// carries for the guest manager.
+func desiredCloudConf(namespace, name, cloudConf string, enableTopology bool, caBundle string, extra map[string]string) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
@@ -107,6 +111,9 @@ func desiredCloudConf(namespace, name, cloudConf string, enableTopology bool, ca
 	}
 	if caBundle != "" {
 		cm.Data[names.KeyCABundle] = caBundle
+	}
+	for k, v := range extra {
+		cm.Data[k] = v
 	}
 	cm.Annotations = map[string]string{names.DataHashAnnotation: confighash.Data(cm.Data, nil)}
 	plan.Managed(cm)
@@ -210,6 +217,11 @@ func desiredController(d *manifests.Decoder, in controllerInputs) (*appsv1.Deplo
 		switch {
 		case c.Name == manifests.ContainerDriver:
 			c.Args = append(c.Args, "--cluster="+in.ClusterID, "--with-topology="+strconv.FormatBool(in.Topology), verbosity)
+			if in.PVCAnnotations {
+				// The provisioner already passes the claim's name and namespace
+				// (--extra-create-metadata), which the driver needs to look the claim up.
+				c.Args = append(c.Args, "--pvc-annotations")
+			}
 		case slices.Contains(csiSidecars, c.Name):
 			c.Args = append(c.Args, sidecarLeaderElectionArgs()...)
 			c.Args = append(c.Args, verbosity)
@@ -363,7 +375,10 @@ func adaptHyperShiftController(tmpl *corev1.PodTemplateSpec, in controllerInputs
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
 		c.Env = append(c.Env, proxyEnv(in.Proxy)...)
-		if !slices.Contains(csiSidecars, c.Name) {
+		// With --pvc-annotations the driver runs an informer on the claims, which live in the
+		// guest: its in-cluster ServiceAccount would list the management cluster's instead.
+		guestClient := slices.Contains(csiSidecars, c.Name) || (in.PVCAnnotations && c.Name == manifests.ContainerDriver)
+		if !guestClient {
 			continue
 		}
 		c.Args = append(c.Args, "--kubeconfig="+guestKubeconfigDir+"/"+names.KeyKubeconfig)

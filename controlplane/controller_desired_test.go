@@ -491,7 +491,7 @@ func TestDesiredCloudConf(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			cm := desiredCloudConf(hcpNamespace, names.CloudConfConfigMap, "conf", tt.topology, tt.ca)
+			cm := desiredCloudConf(hcpNamespace, names.CloudConfConfigMap, "conf", tt.topology, tt.ca, nil)
 			g.Expect(cm.Namespace).To(Equal(hcpNamespace))
 			g.Expect(cm.Name).To(Equal(names.CloudConfConfigMap))
 			g.Expect(cm.Data).To(Equal(tt.want))
@@ -603,5 +603,61 @@ func TestDesiredServiceMonitor(t *testing.T) {
 			svcPorts = append(svcPorts, p.Name)
 		}
 		g.Expect(ports).To(ConsistOf(svcPorts))
+	})
+}
+
+func TestDesiredControllerPVCAnnotations(t *testing.T) {
+	t.Parallel()
+	standalone := func() controllerInputs {
+		in := hyperShiftInputs()
+		in.HyperShift, in.Namespace = false, names.GuestNamespace
+		return in
+	}
+	for _, tt := range []struct {
+		name string
+		in   func() controllerInputs
+		// kubeconfig is whether the driver must reach the guest through its kubeconfig.
+		kubeconfig bool
+	}{
+		{name: "on HyperShift", in: hyperShiftInputs, kubeconfig: true},
+		{name: "standalone", in: standalone},
+	} {
+		t.Run("When pvc_annotations is on "+tt.name+", it should give the driver --pvc-annotations and change nothing but the driver container", func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			off := controllerDeployment(t, tt.in())
+			in := tt.in()
+			in.PVCAnnotations = true
+			on := controllerDeployment(t, in)
+
+			driverOff := podContainer(g, off.Spec.Template.Spec, manifests.ContainerDriver)
+			driver := podContainer(g, on.Spec.Template.Spec, manifests.ContainerDriver)
+			wantArgs := append(slices.Clone(driverOff.Args), "--pvc-annotations")
+			wantMounts := slices.Clone(driverOff.VolumeMounts)
+			if tt.kubeconfig {
+				// The informer's claims are the guest's, through the kubeconfig the sidecars use.
+				wantArgs = append(wantArgs, "--kubeconfig=/etc/hosted-kubernetes/kubeconfig")
+				wantMounts = append(wantMounts, corev1.VolumeMount{Name: guestKubeconfigVolume, MountPath: guestKubeconfigDir, ReadOnly: true})
+				provisioner := podContainer(g, on.Spec.Template.Spec, manifests.ContainerProvisioner)
+				g.Expect(provisioner.Args).To(ContainElement("--kubeconfig=/etc/hosted-kubernetes/kubeconfig"))
+			}
+			g.Expect(driver.Args).To(Equal(wantArgs))
+			g.Expect(driver.VolumeMounts).To(Equal(wantMounts))
+
+			// Everything else is as without the setting.
+			driver.Args, driver.VolumeMounts = driverOff.Args, driverOff.VolumeMounts
+			i := slices.IndexFunc(on.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == manifests.ContainerDriver })
+			on.Spec.Template.Spec.Containers[i] = driver
+			g.Expect(on).To(Equal(off))
+		})
+	}
+
+	t.Run("When pvc_annotations is on, the provisioner should already pass the claim's metadata the driver looks up", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		in := hyperShiftInputs()
+		in.PVCAnnotations = true
+		provisioner := podContainer(g, controllerDeployment(t, in).Spec.Template.Spec, manifests.ContainerProvisioner)
+		g.Expect(provisioner.Args).To(ContainElement("--extra-create-metadata"))
 	})
 }

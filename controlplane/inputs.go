@@ -41,8 +41,11 @@ type Inputs struct {
 	AdditionalTrustBundle *corev1.ConfigMap
 	UserConfig            *corev1.ConfigMap
 	// CloudConf is the live controller copy of cloud-conf: it holds the last topology decision.
-	CloudConf  *corev1.ConfigMap
-	Deployment *appsv1.Deployment
+	CloudConf *corev1.ConfigMap
+	// NodeCloudConf is the live node copy of cloud-conf, in the guest: it holds the zones of
+	// the last listing that succeeded.
+	NodeCloudConf *corev1.ConfigMap
+	Deployment    *appsv1.Deployment
 	// ServiceMonitorCRD is set when the API server serves ServiceMonitors (standalone only).
 	ServiceMonitorCRD bool
 }
@@ -66,6 +69,7 @@ func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 	var (
 		creds                              corev1.Secret
 		caCM, userCM, cloudConf, trustedCA corev1.ConfigMap
+		nodeConf                           corev1.ConfigMap
 		additionalTrust                    corev1.ConfigMap
 		dep                                appsv1.Deployment
 		infra                              configv1.Infrastructure
@@ -77,6 +81,7 @@ func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.CredentialsSecret}, &creds, func() { in.Credentials = &creds }),
 		get(r.Guest, client.ObjectKey{Namespace: names.OpenShiftConfigNamespace, Name: names.UserConfigMap}, &userCM, func() { in.UserConfig = &userCM }),
 		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.CloudConfConfigMap}, &cloudConf, func() { in.CloudConf = &cloudConf }),
+		get(r.Guest, client.ObjectKey{Namespace: names.GuestNamespace, Name: names.NodeCloudConf(r.Config.HyperShift)}, &nodeConf, func() { in.NodeCloudConf = &nodeConf }),
 		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.ControllerDeployment}, &dep, func() { in.Deployment = &dep }),
 		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.TrustedCABundleConfigMap}, &trustedCA, func() { in.TrustedCA = &trustedCA }),
 	}

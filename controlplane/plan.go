@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	operatorv1 "github.com/openshift/api/operator/v1"
@@ -42,17 +43,41 @@ type Detection struct {
 	// when the proxy failed.
 	Failure        topology.Reason
 	FailureMessage string
-	// ComputeZones and VolumeZones are the zones of the last success, for logs.
+	// ComputeZones and VolumeZones are the zones of the last success: the per-zone classes and
+	// the node copy's zone keys are made from them (chooseZones), and logs show them.
 	ComputeZones, VolumeZones []string
+	// Backup is what the listing of Cinder's backup services said, when the backup class is
+	// asked for.
+	Backup BackupDetection
 	// RecheckIn is when the zones are due to be listed again; zero when no listing is needed.
 	RecheckIn time.Duration
 	// Pending is whether no listing has finished yet: the first one is still running.
 	Pending bool
 }
 
+// BackupDetection is what the listing of Cinder's backup services said.
+type BackupDetection struct {
+	// Listed is whether a listing succeeded; Services are the cinder-backup services of the
+	// last one that did.
+	Listed   bool
+	Services []topology.BackupService
+	// Failure is why the latest listing failed (topology.ReasonPermissionDenied when Cinder's
+	// policy refused it); FailureMessage its sentence.
+	Failure        topology.Reason
+	FailureMessage string
+}
+
 // Offline is the Detection of an offline render, where no zone can be listed: the given decision,
 // as if a listing had made it.
 func Offline(enabled bool) Detection { return Detection{Enabled: &enabled} }
+
+// OfflineZones is the Detection of an offline render given the zones a listing would have
+// returned: the given decision, made from them as a listing would have made it.
+func OfflineZones(enabled bool, computeZones, volumeZones []string) Detection {
+	d := Offline(enabled)
+	d.ComputeZones, d.VolumeZones = splitZones(strings.Join(computeZones, ",")), splitZones(strings.Join(volumeZones, ","))
+	return d
+}
 
 // Plan is the controlplane manager's desired state for one State.
 //
@@ -74,6 +99,8 @@ type Plan struct {
 	// TLS is the TLS security profile the kube-rbac-proxies serve. Its Problem is set when the
 	// cluster's profile cannot be served and Intermediate stands in for it.
 	TLS tlsprofile.Settings
+	// Warnings are the informational conditions (warnings.go).
+	Warnings []warning
 }
 
 // Desired computes the plan for s. It reads nothing, writes nothing and lists no zones: the
@@ -99,6 +126,8 @@ func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
 		p.Topology.OverrideFrom = cfg.Source.ref()
 	}
 	p.ConfigSource = cfg.Source
+	cfg.NodeExtra = nodeDecisions(cfg.Features, chooseZones(s.Detection, cfg.LiveNode), p.Topology.Enabled)
+	p.Warnings = warnings(cfg, s.Detection)
 	steps, err := objects(d, rc, cfg, s.Inputs.Credentials, s.Inputs.Deployment, p.Topology.Enabled)
 	if err != nil {
 		return nil, err
@@ -110,28 +139,31 @@ func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
 }
 
 // detectionFor returns what a zone listing for s is made with, and whether the plan for s uses one
-// at all: only Managed, with valid input, and without the user's cinder-csi-config deciding
-// topology. It resolves the inputs as Desired does (a pure function of s, so the two agree),
+// at all: only Managed, with valid input, and either without the user's cinder-csi-config
+// deciding topology or with a feature that needs the zones (per-zone classes) or the backup
+// services (the backup class) all the same. It resolves the inputs as Desired does (a pure function of s, so the two agree),
 // which lets the reconciler list the zones, or ask its cache, before it plans.
 func detectionFor(rc Config, s State) (detectionInputs, bool) {
 	if !plan.UsesInputs(s.Driver) {
 		return detectionInputs{}, false
 	}
 	cfg, problems := resolve(rc, plan.Driver(s.Driver), &s.Inputs)
-	if len(problems) > 0 || cfg.Override != nil {
+	if len(problems) > 0 || (cfg.Override != nil && !cfg.Features.needsZones()) {
 		return detectionInputs{}, false
 	}
 	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy,
-		Decided: cfg.LastTopology != nil}, true
+		Decided: cfg.LastTopology != nil || cfg.Override != nil, Backup: cfg.Features.BackupClass}, true
 }
 
 // objects returns, in apply order, the node copy of cloud-conf for the guest and the objects
 // next to the controller.
 func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.Secret, live *appsv1.Deployment, enableTopology bool) ([]plan.Step, error) {
 	ns := rc.Namespace
-	controllerConf := desiredCloudConf(ns, names.CloudConfConfigMap, cfg.ControllerConf, enableTopology, cfg.CABundle)
+	controllerConf := desiredCloudConf(ns, names.CloudConfConfigMap, cfg.ControllerConf, enableTopology, cfg.CABundle, nil)
 	cfg.Source.annotate(controllerConf)
-	nodeConf := desiredCloudConf(names.GuestNamespace, names.NodeCloudConf(rc.HyperShift), cfg.NodeConf, enableTopology, "")
+	// The node copy alone carries the decisions for the guest manager: a change of a class
+	// setting must not roll the controller, whose pod template hashes its own copy.
+	nodeConf := desiredCloudConf(names.GuestNamespace, names.NodeCloudConf(rc.HyperShift), cfg.NodeConf, enableTopology, "", cfg.NodeExtra)
 
 	objs, err := desiredControllerObjects(d, controllerInputs{
 		HyperShift:      rc.HyperShift,
@@ -144,6 +176,7 @@ func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.S
 		PodLabels:       cfg.PodLabels,
 		Verbosity:       cfg.Verbosity,
 		Topology:        enableTopology,
+		PVCAnnotations:  cfg.Features.PVCAnnotations,
 		Proxy:           cfg.Proxy,
 		TrustedCA:       cfg.TrustedCA != nil,
 		TLS:             cfg.TLS,
@@ -190,16 +223,15 @@ func hostedFor(rc Config, cfg *config, live *appsv1.Deployment) hostedInputs {
 	return h
 }
 
-// chooseTopology returns the topology decision: the user's override when set; else the detected
-// one. When the latest listing failed, the last known decision stays in force (the one in the
+// chooseTopology returns the topology decision: the user's override when set (with what a listing
+// made for the per-zone classes said, so that its failure is reported); else the detected one. When the latest listing failed, the last known decision stays in force (the one in the
 // live cloud-conf, else the last success in this process), and only without any does it fall back
 // to false, the setting under which volumes can be provisioned whatever the zones are.
 func chooseTopology(override *bool, det Detection, lastKnown *bool) topologyDecision {
-	if override != nil {
-		return topologyDecision{Enabled: *override, Source: sourceOverride}
-	}
 	d := topologyDecision{Failure: det.Failure, FailureMessage: det.FailureMessage, ComputeZones: det.ComputeZones, VolumeZones: det.VolumeZones, RecheckIn: det.RecheckIn}
 	switch {
+	case override != nil:
+		d.Enabled, d.Source = *override, sourceOverride
 	case det.Failure == "" && det.Enabled != nil:
 		d.Enabled, d.Source = *det.Enabled, sourceDetected
 	case lastKnown != nil:

@@ -146,6 +146,8 @@ func TestDesired(t *testing.T) {
 		rc       Config
 		state    State
 		topology bool
+		// features turns every feature of cinder-csi-config on, with listed zones.
+		features bool
 	}{
 		{name: "When on HyperShift, SingleReplica, without topology or CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(false, "")},
 		{name: "When on HyperShift, SingleReplica, with topology and a CA, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(false, testutil.CA), topology: true},
@@ -163,11 +165,18 @@ func TestDesired(t *testing.T) {
 		// The fixtures above serve Intermediate, the profile of a cluster that sets none.
 		{name: "When on HyperShift with the Modern TLS profile, it should match the fixture", rc: hyperShiftConfig(), state: withProfile(hyperShiftState(false, ""), modernProfile())},
 		{name: "When standalone with the Modern TLS profile, it should match the fixture", rc: standaloneConfig(), state: withProfile(standaloneState(false, false), modernProfile())},
+		// Per-zone classes (nova mapped to ceph), the backup class in az2, placement hints and
+		// force-create off: the node copy carries the decisions, the driver --pvc-annotations.
+		{name: "When on HyperShift with every feature on, it should match the fixture", rc: hyperShiftConfig(), state: hyperShiftState(false, testutil.CA), topology: true, features: true},
+		{name: "When standalone with every feature on, it should match the fixture", rc: standaloneConfig(), state: standaloneState(false, false), features: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
 			tt.state.Detection = Offline(tt.topology)
+			if tt.features {
+				tt.state = withFeatures(tt.state, tt.topology)
+			}
 			p := desiredPlan(t, tt.rc, tt.state)
 			g.Expect(p.Problems).To(BeEmpty())
 			g.Expect(p.Delete).To(BeEmpty())
@@ -484,6 +493,8 @@ func TestChooseTopology(t *testing.T) {
 		{name: "When the listing failed without a live decision, it should keep this process's last success", det: Detection{Enabled: &yes, Failure: topology.ReasonUnreachable}, want: true, wantSource: sourceLastKnown},
 		{name: "When nothing is known, it should fall back to false", det: Detection{Failure: topology.ReasonUnreachable}, want: false, wantSource: sourceDefault},
 		{name: "When no listing was made and a live decision exists, it should keep it", lastKnown: &yes, want: true, wantSource: sourceLastKnown},
+		{name: "When the user overrides and the listing for the per-zone classes failed, it should keep the override and carry the failure",
+			override: &yes, det: Detection{Enabled: &no, Failure: topology.ReasonUnreachable}, want: true, wantSource: sourceOverride},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -491,7 +502,7 @@ func TestChooseTopology(t *testing.T) {
 			d := chooseTopology(tt.override, tt.det, tt.lastKnown)
 			g.Expect(d.Enabled).To(Equal(tt.want))
 			g.Expect(d.Source).To(Equal(tt.wantSource))
-			g.Expect(d.Failure).To(Equal(map[bool]topology.Reason{true: "", false: tt.det.Failure}[tt.override != nil]))
+			g.Expect(d.Failure).To(Equal(tt.det.Failure))
 		})
 	}
 }

@@ -49,6 +49,15 @@ type config struct {
 	NodeConf       string
 	Override       *bool
 	LastTopology   *bool
+	// Features are the opt-in feature keys of cinder-csi-config; Report what the user's
+	// configuration holds that the driver never sees or does not know (the warnings').
+	Features features
+	Report   cloudconfig.Report
+	// LiveNode is the data of the live node copy of cloud-conf: the zones it records stay in
+	// force while OpenStack cannot be asked. NodeExtra is what the node copy carries besides
+	// cloud.conf and enable_topology (nodeDecisions), filled in by Desired.
+	LiveNode  map[string]string
+	NodeExtra map[string]string
 	// Source is where the driver settings (the [BlockStorage] of both confs, Override) come
 	// from.
 	Source configSource
@@ -180,6 +189,16 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*confi
 		problems = append(problems, configProblem(cfg.Source, err))
 	} else if cfg.NodeConf, err = cloudconfig.Node(ccIn); err != nil {
 		problems = append(problems, configProblem(cfg.Source, err))
+	} else if cfg.Report, err = cloudconfig.Inspect(ccIn); err != nil {
+		problems = append(problems, configProblem(cfg.Source, err))
+	}
+	var featureErrs []error
+	cfg.Features, featureErrs = parseFeatures(cfg.Source)
+	for _, err := range featureErrs {
+		problems = append(problems, configProblem(cfg.Source, err))
+	}
+	if in.NodeCloudConf != nil {
+		cfg.LiveNode = in.NodeCloudConf.Data
 	}
 
 	if in.CloudConf != nil {

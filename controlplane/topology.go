@@ -3,6 +3,8 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,10 +19,22 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
-// failedDetectionRetry is how soon a failed detection is tried again (capped by the recheck
-// interval): soon enough to pick up a recovered cloud quickly, slow enough not to hammer a
-// struggling Keystone.
-const failedDetectionRetry = time.Minute
+// firstRetry is how soon a failed listing is tried again the first time; each further failure
+// doubles it, up to the recheck interval (retryDelay).
+const firstRetry = 2 * time.Second
+
+// retryDelay returns how long to wait before listing again after the given number of
+// consecutive failed listings (none: a first listing still running), capped at interval: 2 s,
+// then doubling. A recovered cloud is seen, and its conditions cleared, within seconds of a
+// short outage; a long one costs a listing per interval, as a healthy cloud does, and a
+// struggling Keystone is not hammered.
+func retryDelay(failures int, interval time.Duration) time.Duration {
+	d := firstRetry
+	for i := 1; i < failures && d < interval; i++ {
+		d *= 2
+	}
+	return min(d, interval)
+}
 
 // Topology decision sources, reported in logs and conditions.
 const (
@@ -71,6 +85,10 @@ type topologyCache struct {
 	message string
 	compute []string
 	volume  []string
+	// failures counts the listings that failed in a row, for retryDelay.
+	failures int
+	// backup is what the latest listings of the backup services said.
+	backup BackupDetection
 
 	// running is the listing in progress, nil when none is.
 	running *zoneListing
@@ -114,9 +132,11 @@ type detectionInputs struct {
 	// Proxy is what OpenStack is reached through: the cluster-wide Proxy in standalone mode,
 	// the proxy of the operator's own environment on HyperShift. Empty connects directly.
 	Proxy configv1.ProxyStatus
-	// Decided is whether a decision is already in force (the live cloud-conf's): then there is
-	// nothing to wait for.
+	// Decided is whether a decision is already in force (the live cloud-conf's, or the user's):
+	// then there is nothing to wait for.
 	Decided bool
+	// Backup also lists Cinder's backup services, with the same client, for the backup class.
+	Backup bool
 }
 
 // key is everything a listing depends on, so that a change of any of them lists again at once:
@@ -129,12 +149,13 @@ func (in detectionInputs) key() string {
 		"http-proxy":  in.Proxy.HTTPProxy,
 		"https-proxy": in.Proxy.HTTPSProxy,
 		"no-proxy":    in.Proxy.NoProxy,
+		"backup":      strconv.FormatBool(in.Backup),
 	}, nil)
 }
 
 // detection returns what the zone listings said for in so far, starting a listing in the
 // background when one is due: when the credentials changed, when the recheck interval passed
-// since the last success, or a shorter retry since the last failure. It waits only for the first
+// since the last success, or a shorter retry (retryDelay) since the last failure. It waits only for the first
 // decision of an install (see topologyCache).
 func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detection {
 	c := r.topology
@@ -144,10 +165,11 @@ func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detectio
 	key := in.key()
 	now := r.now()
 	interval := r.Config.TopologyRecheckInterval
-	retry := min(failedDetectionRetry, interval)
-	due := key != c.key || c.checked.IsZero() ||
-		(c.failure == "" && now.Sub(c.checked) >= interval) ||
-		(c.failure != "" && now.Sub(c.checked) >= retry)
+	next := interval
+	if c.failures > 0 || !c.done {
+		next = retryDelay(c.failures, interval)
+	}
+	due := key != c.key || c.checked.IsZero() || now.Sub(c.checked) >= next
 	if due {
 		c.key, c.checked = key, now
 		r.startListing(ctx, in, key)
@@ -171,9 +193,13 @@ func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detectio
 	if c.ok {
 		d.Enabled = ptrTo(c.enabled)
 	}
-	next := interval
-	if c.failure != "" || !c.done {
-		next = retry
+	if in.Backup {
+		d.Backup = c.backup
+		d.Backup.Services = slices.Clone(c.backup.Services)
+	}
+	next = interval
+	if c.failures > 0 || !c.done {
+		next = retryDelay(c.failures, interval)
 	}
 	d.RecheckIn = max(c.checked.Add(next).Sub(now), time.Second)
 	return d
@@ -197,7 +223,7 @@ func (r *Reconciler) startListing(ctx context.Context, in detectionInputs, key s
 		defer c.wg.Done()
 		defer cancel()
 		defer close(l.done)
-		enabled, compute, volume, failure, message := r.detect(lctx, in)
+		res := r.detect(lctx, in)
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.running != l {
@@ -205,9 +231,17 @@ func (r *Reconciler) startListing(ctx context.Context, in detectionInputs, key s
 		}
 		c.running = nil
 		c.done = true
-		c.failure, c.message = failure, message
-		if failure == "" {
-			c.ok, c.enabled, c.compute, c.volume = true, enabled, compute, volume
+		c.failure, c.message = res.failure, res.message
+		if res.failure == "" {
+			c.ok, c.enabled, c.compute, c.volume = true, res.enabled, res.compute, res.volume
+		}
+		c.backup = res.backup.after(c.backup)
+		// A refused listing of the backup services is an answer (Cinder's policy), not an
+		// outage: it does not shorten the next listing.
+		if res.failure != "" || (res.backup.Failure != "" && res.backup.Failure != topology.ReasonPermissionDenied) {
+			c.failures++
+		} else {
+			c.failures = 0
 		}
 		if !c.awaited {
 			c.nudge()
@@ -223,16 +257,47 @@ func (c *topologyCache) nudge() {
 	}
 }
 
-// detect lists the zones once, within the configured timeout, through the proxy the inputs name.
-func (r *Reconciler) detect(ctx context.Context, in detectionInputs) (enabled bool, compute, volume []string, failure topology.Reason, message string) {
+// listingResult is what one listing found.
+type listingResult struct {
+	enabled         bool
+	compute, volume []string
+	failure         topology.Reason
+	message         string
+	// backup is the listing of the backup services; zero when not asked for.
+	backup BackupDetection
+}
+
+// failed returns a result in which the zones and, when asked for, the backup services failed
+// for the same reason.
+func failed(in detectionInputs, failure topology.Reason, message string) listingResult {
+	res := listingResult{failure: failure, message: message}
+	if in.Backup {
+		res.backup = BackupDetection{Failure: failure, FailureMessage: message}
+	}
+	return res
+}
+
+// after returns what the backup services are known to be after this listing, prev being what
+// they were: a failed listing keeps the services of the last success.
+func (b BackupDetection) after(prev BackupDetection) BackupDetection {
+	if b.Failure == "" {
+		return b
+	}
+	prev.Failure, prev.FailureMessage = b.Failure, b.FailureMessage
+	return prev
+}
+
+// detect lists the zones once, and the backup services when in asks for them, within the
+// configured timeout, through the proxy the inputs name.
+func (r *Reconciler) detect(ctx context.Context, in detectionInputs) listingResult {
 	ctx, cancel := context.WithTimeout(ctx, r.Config.OpenStackTimeout)
 	defer cancel()
 	proxy, err := topology.ProxyFunc(topology.ProxySettings{
 		HTTPProxy: in.Proxy.HTTPProxy, HTTPSProxy: in.Proxy.HTTPSProxy, NoProxy: in.Proxy.NoProxy,
 	})
 	if err != nil {
-		failure, message = detectionFailed(ctx, err)
-		return false, nil, nil, failure, message
+		failure, message := detectionFailed(ctx, err)
+		return failed(in, failure, message)
 	}
 	lister, err := r.Config.NewZoneLister(ctx, topology.Config{
 		CloudsYAML: in.CloudsYAML,
@@ -243,20 +308,44 @@ func (r *Reconciler) detect(ctx context.Context, in detectionInputs) (enabled bo
 		Proxy:      proxy,
 	})
 	if err != nil {
-		failure, message = detectionFailed(ctx, err)
-		return false, nil, nil, failure, message
+		failure, message := detectionFailed(ctx, err)
+		return failed(in, failure, message)
 	}
 	// A client per detection, so rotated credentials are always the ones used; its idle
 	// connections are released right after.
 	if c, ok := lister.(interface{ Close() }); ok {
 		defer c.Close()
 	}
-	d, err := topology.Detect(ctx, lister)
-	if err != nil {
-		failure, message = detectionFailed(ctx, err)
-		return false, nil, nil, failure, message
+	var res listingResult
+	if d, err := topology.Detect(ctx, lister); err != nil {
+		res.failure, res.message = detectionFailed(ctx, err)
+	} else {
+		res.enabled, res.compute, res.volume = d.Enabled, d.ComputeZones, d.VolumeZones
 	}
-	return d.Enabled, d.ComputeZones, d.VolumeZones, "", ""
+	if in.Backup {
+		res.backup = listBackupServices(ctx, lister)
+	}
+	return res
+}
+
+// listBackupServices lists Cinder's backup services with lister's client. A refusal by Cinder's
+// policy is logged at V(2) only: it is the default for a project member, and the condition says
+// it.
+func listBackupServices(ctx context.Context, lister topology.ZoneLister) BackupDetection {
+	bl, ok := lister.(topology.BackupServiceLister)
+	if !ok {
+		return BackupDetection{Failure: topology.ReasonUnknown, FailureMessage: "The OpenStack client cannot list Cinder's services"}
+	}
+	services, err := bl.BackupServices(ctx)
+	if err == nil {
+		return BackupDetection{Listed: true, Services: services}
+	}
+	if topology.Classify(err) == topology.ReasonPermissionDenied {
+		ctrl.LoggerFrom(ctx).V(2).Info("Cinder refused to list its services", "error", err.Error())
+		return BackupDetection{Failure: topology.ReasonPermissionDenied, FailureMessage: topology.Describe(err)}
+	}
+	failure, message := detectionFailed(ctx, err)
+	return BackupDetection{Failure: failure, FailureMessage: message}
 }
 
 // detectionFailed logs why a detection failed, classifies the error and describes it. The

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2"
 	. "github.com/onsi/gomega"
 	configv1 "github.com/openshift/api/config/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
@@ -33,6 +34,19 @@ type fakeOpenStack struct {
 	// detections counts NewZoneLister calls; configs records what each was given.
 	detections int
 	configs    []topology.Config
+	// backup and backupErr are Cinder's backup services, or why listing them fails;
+	// backupLists counts the listings.
+	backup      []topology.BackupService
+	backupErr   error
+	backupLists int
+}
+
+// BackupServices implements topology.BackupServiceLister.
+func (f *fakeOpenStack) BackupServices(context.Context) ([]topology.BackupService, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.backupLists++
+	return f.backup, f.backupErr
 }
 
 func (f *fakeOpenStack) newZoneLister(_ context.Context, cfg topology.Config) (topology.ZoneLister, error) {
@@ -288,7 +302,7 @@ func TestDecide(t *testing.T) {
 		g.Expect(d.Enabled).To(BeTrue())
 		g.Expect(d.Source).To(Equal(sourceLastKnown))
 		g.Expect(d.Failure).To(Equal(topology.ReasonUnreachable))
-		g.Expect(d.RecheckIn).To(Equal(time.Minute))
+		g.Expect(d.RecheckIn).To(Equal(firstRetry), "a failure is retried soon")
 	})
 
 	t.Run("When detection fails after a success, it should prefer cloud-conf's decision over the last success", func(t *testing.T) {
@@ -346,43 +360,49 @@ func TestDecide(t *testing.T) {
 		g.Expect(d.Failure).To(Equal(topology.ReasonNoAvailableZones))
 	})
 
-	t.Run("When detection failed, it should retry after a minute and recover", func(t *testing.T) {
+	t.Run("When detection keeps failing, it should retry after 2 s, then back off, and recover at the next retry", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		cloud := &fakeOpenStack{clientErr: errUnreachable}
 		c := newFakeClock()
 		r := c.reconciler(cloud, interval)
 		r.decide(t.Context(), nil, detectionCreds("a"))
-
-		c.advance(59 * time.Second)
-		d := r.decide(t.Context(), nil, detectionCreds("a"))
-		g.Expect(cloud.count()).To(Equal(1), "no retry before a minute")
-		g.Expect(d.RecheckIn).To(Equal(time.Second))
+		for i, wait := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
+			c.advance(wait - time.Second)
+			d := r.decide(t.Context(), nil, detectionCreds("a"))
+			g.Expect(cloud.count()).To(Equal(i+1), "no retry before %s", wait)
+			g.Expect(d.RecheckIn).To(Equal(time.Second))
+			c.advance(time.Second)
+			r.decide(t.Context(), nil, detectionCreds("a"))
+			g.Expect(cloud.count()).To(Equal(i+2), "a retry after %s", wait)
+		}
 
 		cloud.set(matching, matching, nil)
-		c.advance(time.Second)
-		d = r.decide(t.Context(), nil, detectionCreds("a"))
-		g.Expect(cloud.count()).To(Equal(2))
+		c.advance(16 * time.Second)
+		d := r.decide(t.Context(), nil, detectionCreds("a"))
+		g.Expect(cloud.count()).To(Equal(5))
 		g.Expect(d.Failure).To(BeEmpty())
 		g.Expect(d.Source).To(Equal(sourceDetected))
 		g.Expect(d.Enabled).To(BeTrue())
 		g.Expect(d.RecheckIn).To(Equal(interval))
+
+		cloud.set(nil, nil, errUnreachable)
+		c.advance(interval)
+		d = r.decide(t.Context(), nil, detectionCreds("a"))
+		g.Expect(d.RecheckIn).To(Equal(firstRetry), "a success resets the backoff")
 	})
 
-	t.Run("When the recheck interval is shorter than a minute, it should retry a failure after the interval", func(t *testing.T) {
+	t.Run("When the recheck interval is shorter than the backoff, it should retry a failure after the interval", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		cloud := &fakeOpenStack{clientErr: errUnreachable}
 		c := newFakeClock()
-		r := c.reconciler(cloud, 20*time.Second)
+		r := c.reconciler(cloud, 3*time.Second)
+		r.decide(t.Context(), nil, detectionCreds("a"))
+		c.advance(2 * time.Second)
 		d := r.decide(t.Context(), nil, detectionCreds("a"))
-		g.Expect(d.RecheckIn).To(Equal(20 * time.Second))
-		c.advance(19 * time.Second)
-		r.decide(t.Context(), nil, detectionCreds("a"))
-		g.Expect(cloud.count()).To(Equal(1))
-		c.advance(time.Second)
-		r.decide(t.Context(), nil, detectionCreds("a"))
 		g.Expect(cloud.count()).To(Equal(2))
+		g.Expect(d.RecheckIn).To(Equal(3*time.Second), "4 s of backoff, capped at the interval")
 	})
 }
 
@@ -409,6 +429,122 @@ func (f *fakeOpenStack) lastProxy(ctx context.Context, g Gomega, u string) strin
 		return ""
 	}
 	return p.String()
+}
+
+func TestDetectionBackupServices(t *testing.T) {
+	t.Parallel()
+	const interval = 10 * time.Minute
+	matching := []string{"az1", "az2"}
+	backupCreds := func() detectionInputs {
+		in := detectionCreds("a").detectionInputs
+		in.Backup = true
+		return in
+	}
+	// listOnce lists with in and returns what the reconcile after the listing sees.
+	listOnce := func(r *Reconciler, in detectionInputs) Detection {
+		r.detection(context.Background(), in)
+		r.topology.waitIdle()
+		return r.detection(context.Background(), in)
+	}
+
+	t.Run("When the backup class is asked for, it should list the backup services with the zone client", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{compute: matching, volume: matching, backup: []topology.BackupService{{Zone: "az1", Usable: true}}}
+		r := newFakeClock().reconciler(cloud, interval)
+		d := listOnce(r, backupCreds())
+		g.Expect(cloud.count()).To(Equal(1), "one client for both")
+		g.Expect(d.Backup).To(Equal(BackupDetection{Listed: true, Services: []topology.BackupService{{Zone: "az1", Usable: true}}}))
+		g.Expect(d.RecheckIn).To(Equal(interval))
+	})
+
+	t.Run("When the backup class is not asked for, it should not list the services", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{compute: matching, volume: matching}
+		r := newFakeClock().reconciler(cloud, interval)
+		d := listOnce(r, detectionCreds("a").detectionInputs)
+		g.Expect(cloud.backupLists).To(BeZero())
+		g.Expect(d.Backup).To(BeZero())
+	})
+
+	t.Run("When the backup class is switched on, it should list again at once", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{compute: matching, volume: matching}
+		c := newFakeClock()
+		r := c.reconciler(cloud, interval)
+		listOnce(r, detectionCreds("a").detectionInputs)
+		c.advance(time.Second)
+		listOnce(r, backupCreds())
+		g.Expect(cloud.count()).To(Equal(2))
+	})
+
+	t.Run("When Cinder's policy refuses the listing, it should report it apart from the zones and not hurry the next listing", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		forbidden := gophercloud.ErrUnexpectedResponseCode{Actual: http.StatusForbidden, Expected: []int{http.StatusOK}}
+		cloud := &fakeOpenStack{compute: matching, volume: matching, backupErr: forbidden}
+		r := newFakeClock().reconciler(cloud, interval)
+		d := listOnce(r, backupCreds())
+		g.Expect(d.Failure).To(BeEmpty(), "the zones were listed")
+		g.Expect(d.Backup.Failure).To(Equal(topology.ReasonPermissionDenied))
+		g.Expect(d.Backup.Listed).To(BeFalse())
+		g.Expect(d.RecheckIn).To(Equal(interval))
+	})
+
+	t.Run("When the listing of the services fails after a success, it should keep the services and retry soon", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{compute: matching, volume: matching, backup: []topology.BackupService{{Zone: "az1", Usable: true}}}
+		c := newFakeClock()
+		r := c.reconciler(cloud, interval)
+		listOnce(r, backupCreds())
+		cloud.mu.Lock()
+		cloud.backupErr = &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+		cloud.mu.Unlock()
+		c.advance(interval)
+		d := listOnce(r, backupCreds())
+		g.Expect(d.Backup.Listed).To(BeTrue())
+		g.Expect(d.Backup.Services).To(HaveLen(1))
+		g.Expect(d.Backup.Failure).To(Equal(topology.ReasonUnreachable))
+		g.Expect(d.RecheckIn).To(Equal(firstRetry))
+	})
+
+	t.Run("When OpenStack cannot be reached, it should fail the zones and the services alike", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{clientErr: errUnreachable}
+		r := newFakeClock().reconciler(cloud, interval)
+		d := listOnce(r, backupCreds())
+		g.Expect(d.Failure).To(Equal(topology.ReasonUnreachable))
+		g.Expect(d.Backup.Failure).To(Equal(topology.ReasonUnreachable))
+		g.Expect(d.Backup.FailureMessage).To(Equal(topology.Message(topology.ReasonUnreachable)))
+	})
+}
+
+func TestRetryDelay(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		failures int
+		interval time.Duration
+		want     time.Duration
+	}{
+		{"When the first listing is still running, it should look again after 2 s", 0, 10 * time.Minute, 2 * time.Second},
+		{"When one listing failed, it should retry after 2 s", 1, 10 * time.Minute, 2 * time.Second},
+		{"When two failed in a row, it should retry after 4 s", 2, 10 * time.Minute, 4 * time.Second},
+		{"When five failed in a row, it should retry after 32 s", 5, 10 * time.Minute, 32 * time.Second},
+		{"When nine failed in a row, it should retry after 512 s", 9, 10 * time.Minute, 512 * time.Second},
+		{"When ten failed in a row, it should retry after the interval", 10, 10 * time.Minute, 10 * time.Minute},
+		{"When a great many failed, it should retry after the interval without overflowing", 1000, 10 * time.Minute, 10 * time.Minute},
+		{"When the interval is shorter than 2 s, it should retry after the interval", 1, time.Second, time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			NewWithT(t).Expect(retryDelay(tt.failures, tt.interval)).To(Equal(tt.want))
+		})
+	}
 }
 
 func TestDecideProxy(t *testing.T) {
@@ -512,7 +648,7 @@ func TestDecideProxy(t *testing.T) {
 		g.Expect(r.decide(t.Context(), nil, proxied(detectionCreds("a"), proxy)).FailureMessage).To(Equal(d.FailureMessage))
 
 		cloud.set(matching, matching, nil)
-		c.advance(failedDetectionRetry)
+		c.advance(firstRetry)
 		d = r.decide(t.Context(), nil, proxied(detectionCreds("a"), proxy))
 		g.Expect(d.Failure).To(BeEmpty())
 		g.Expect(d.FailureMessage).To(BeEmpty())
@@ -587,7 +723,7 @@ func TestDetectionInBackground(t *testing.T) {
 		d := r.detection(t.Context(), in.detectionInputs)
 		g.Expect(d.Pending).To(BeTrue())
 		g.Expect(d.Enabled).To(BeNil())
-		g.Expect(d.RecheckIn).To(Equal(failedDetectionRetry))
+		g.Expect(d.RecheckIn).To(Equal(firstRetry))
 		dec := chooseTopology(nil, d, nil)
 		g.Expect(dec.Enabled).To(BeFalse())
 		g.Expect(dec.Source).To(Equal(sourcePending))

@@ -1,0 +1,160 @@
+package controlplane
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
+)
+
+// This file reads the opt-in feature keys of the user's openshift-config/cinder-csi-config and
+// turns the decisions they ask for into keys of the node copy of cloud-conf, where the guest
+// manager finds them. Only cinder-csi-config carries them: the installer's cloud provider config
+// is the cloud provider's file, and a cluster without either runs with every feature off.
+
+// features are the feature keys as resolved.
+type features struct {
+	// ZoneClasses asks for one StorageClass per usable volume zone; Mapping maps compute zones
+	// to volume zones of other names.
+	ZoneClasses bool
+	Mapping     zoneclasses.Mapping
+	// BackupClass asks for the backup VolumeSnapshotClass, its backups in BackupZone ("" lets
+	// Cinder choose).
+	BackupClass bool
+	BackupZone  string
+	// PVCAnnotations gives the driver --pvc-annotations.
+	PVCAnnotations bool
+	// SnapshotForceCreate is false only when the user set snapshot_force_create to "false".
+	SnapshotForceCreate bool
+}
+
+// defaultFeatures are the features of a cluster that asks for none.
+func defaultFeatures() features { return features{SnapshotForceCreate: true} }
+
+// parseFeatures reads the feature keys of src, the defaults when src is not cinder-csi-config. A
+// value that is not valid is a ConfigError naming the key (worded by configProblem); values are
+// never quoted but for a zone mapping's pair, which names zones only.
+func parseFeatures(src configSource) (features, []error) {
+	f := defaultFeatures()
+	if src.Kind != userConfigSource {
+		return f, nil
+	}
+	var errs []error
+	flag := func(key string, into *bool) {
+		v, err := parseFlag(src.Data[key], *into)
+		if err != nil {
+			errs = append(errs, &cloudconfig.ConfigError{Key: key, Reason: err.Error()})
+			return
+		}
+		*into = v
+	}
+	flag(names.KeyZoneStorageClasses, &f.ZoneClasses)
+	flag(names.KeyBackupSnapshotClass, &f.BackupClass)
+	flag(names.KeyPVCAnnotations, &f.PVCAnnotations)
+	flag(names.KeySnapshotForceCreate, &f.SnapshotForceCreate)
+
+	m, err := zoneclasses.ParseMapping(src.Data[names.KeyZoneMapping])
+	if err != nil {
+		errs = append(errs, &cloudconfig.ConfigError{Key: names.KeyZoneMapping,
+			Reason: fmt.Sprintf("%s; write compute=volume pairs of availability zone names, separated by commas or newlines", err)})
+	}
+	f.Mapping = m
+
+	zone := strings.TrimSpace(src.Data[names.KeyBackupAvailabilityZone])
+	if strings.ContainsFunc(zone, unicode.IsControl) {
+		errs = append(errs, &cloudconfig.ConfigError{Key: names.KeyBackupAvailabilityZone,
+			Reason: "contains a control character; write the name of one Cinder availability zone, or leave it empty"})
+	} else {
+		f.BackupZone = zone
+	}
+	return f, errs
+}
+
+// parseFlag parses a feature switch: "true" or "false" in any case (as enable_topology), blanks
+// around it ignored; empty is the default.
+func parseFlag(s string, def bool) (bool, error) {
+	switch v := strings.TrimSpace(s); {
+	case v == "":
+		return def, nil
+	case strings.EqualFold(v, "true"):
+		return true, nil
+	case strings.EqualFold(v, "false"):
+		return false, nil
+	}
+	return def, fmt.Errorf(`must be "true" or "false", or be left empty for the default (%t)`, def)
+}
+
+// zoneRecord is the zones the per-zone decisions are made from: the latest listing's when it
+// succeeded, else those the live node copy of cloud-conf records, else the last success of this
+// process. Known is false when there are none anywhere (no listing ever succeeded).
+type zoneRecord struct {
+	Compute, Volume []string
+	Known           bool
+}
+
+// chooseZones returns the zones the node copy carries. An OpenStack outage, or an operator that
+// restarted and has not listed yet, must never drop a per-zone class: until a listing succeeds,
+// the zones the node copy records stay in force, as the topology decision does (chooseTopology).
+// A successful listing always holds zones (topology.Detect fails on an empty list), so an
+// offline Detection without zones reads as no listing.
+func chooseZones(det Detection, liveNode map[string]string) zoneRecord {
+	if det.Failure == "" && len(det.VolumeZones) > 0 {
+		return zoneRecord{Compute: det.ComputeZones, Volume: det.VolumeZones, Known: true}
+	}
+	if volume := splitZones(liveNode[names.KeyVolumeZones]); len(volume) > 0 {
+		return zoneRecord{Compute: splitZones(liveNode[names.KeyComputeZones]), Volume: volume, Known: true}
+	}
+	if len(det.VolumeZones) > 0 {
+		return zoneRecord{Compute: det.ComputeZones, Volume: det.VolumeZones, Known: true}
+	}
+	return zoneRecord{}
+}
+
+// splitZones parses a recorded zone list, sorted and without blanks.
+func splitZones(s string) []string {
+	var out []string
+	for _, z := range strings.Split(s, ",") {
+		if z = strings.TrimSpace(z); z != "" {
+			out = append(out, z)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// nodeDecisions returns the keys the node copy of cloud-conf carries besides cloud.conf,
+// enable_topology and the CA, for the guest manager: the zones, the per-zone classes decided
+// under the topology decision in force, and the snapshot class settings. None of them is in
+// names.NodeCloudConfKeys, so none rolls the node plugin, and the controller copy carries none.
+func nodeDecisions(f features, zones zoneRecord, topology bool) map[string]string {
+	out := map[string]string{}
+	if zones.Known {
+		out[names.KeyVolumeZones] = strings.Join(zones.Volume, ",")
+		if len(zones.Compute) > 0 {
+			out[names.KeyComputeZones] = strings.Join(zones.Compute, ",")
+		}
+		if f.ZoneClasses {
+			if enc := zoneclasses.Encode(zoneclasses.Decide(zones.Compute, zones.Volume, f.Mapping, topology)); enc != "" {
+				out[names.KeyZoneClasses] = enc
+			}
+		}
+	}
+	if f.BackupClass {
+		out[names.KeyBackupSnapshotClass] = "true"
+		if f.BackupZone != "" {
+			out[names.KeyBackupAvailabilityZone] = f.BackupZone
+		}
+	}
+	if !f.SnapshotForceCreate {
+		out[names.KeySnapshotForceCreate] = "false"
+	}
+	return out
+}
+
+// needsZones reports whether f needs a zone listing even when the user decides topology: the
+// per-zone classes are made from the zones, and the backup warning from the same listing.
+func (f features) needsZones() bool { return f.ZoneClasses || f.BackupClass }
