@@ -25,6 +25,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
 // runRender prints, offline, the objects the operator would apply for the given inputs, for
@@ -42,10 +43,21 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	caFile := fs.String("ca-configmap-file", "", "ConfigMap with ca-bundle.pem (openstack-cloud-config, or the installer's cloud provider config, whose [BlockStorage] and enable_topology apply without --user-config-file), optional")
 	userFile := fs.String("user-config-file", "", "ConfigMap openshift-config/cinder-csi-config YAML, optional")
 	driverFile := fs.String("clustercsidriver-file", "", "ClusterCSIDriver YAML, optional (default Managed, Normal)")
-	topology := fs.Bool("enable-topology", false, "topology decision to render when cinder-csi-config has no enable_topology (offline, zones cannot be listed)")
+	enableTopology := fs.Bool("enable-topology", false, "topology decision to render when cinder-csi-config has no enable_topology (offline, zones cannot be listed); "+
+		"with --compute-zones and --volume-zones, the default is the decision a listing of those zones makes")
+	computeZones := fs.String("compute-zones", "", "comma-separated available compute (Nova) availability zones, as a listing would return them: "+
+		"the per-zone StorageClasses (zone_storage_classes) and the node copy's zone keys are rendered from them; needs --volume-zones")
+	volumeZones := fs.String("volume-zones", "", "comma-separated available volume (Cinder) availability zones, as a listing would return them; needs --compute-zones")
+	nodeConfFile := fs.String("node-cloud-conf-file", "", "the live node copy of cloud-conf (ConfigMap YAML), optional: without --compute-zones and --volume-zones, "+
+		"the zones it records are rendered, as the operator keeps them while OpenStack cannot be asked")
 	monitor := fs.Bool("servicemonitor", true, "standalone: render the ServiceMonitor, as on a cluster whose monitoring stack serves the kind")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	if (*computeZones == "") != (*volumeZones == "") {
+		return errors.New("--compute-zones and --volume-zones go together: a listing returns both")
 	}
 	hyperShift := *mode == "hypershift"
 	if !hyperShift && *mode != "standalone" {
@@ -68,7 +80,17 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	if gCfg.Images, err = images.NodeImages(os.LookupEnv); err != nil {
 		return err
 	}
-	cp := controlplane.State{Inputs: controlplane.Inputs{ServiceMonitorCRD: *monitor}, Detection: controlplane.Offline(*topology)}
+	// Offline, no zone can be listed: the topology decision and the zones are given, as if a
+	// listing had returned them (controlplane.Offline, OfflineZones).
+	cp := controlplane.State{Inputs: controlplane.Inputs{ServiceMonitorCRD: *monitor}, Detection: controlplane.Offline(*enableTopology)}
+	if *computeZones != "" {
+		compute, volume := strings.Split(*computeZones, ","), strings.Split(*volumeZones, ",")
+		enabled := *enableTopology
+		if !explicit["enable-topology"] {
+			enabled = topology.Enabled(compute, volume)
+		}
+		cp.Detection = controlplane.OfflineZones(enabled, compute, volume)
+	}
 	in := &cp.Inputs
 	files := []struct {
 		path string
@@ -76,7 +98,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	}{
 		{*credsFile, &in.Credentials}, {*caFile, &in.CAConfigMap}, {*userFile, &in.UserConfig}, {*driverFile, &cp.Driver},
 		{*hcpFile, &in.HCP}, {*infraFile, &in.Infrastructure}, {*proxyFile, &in.Proxy},
-		{*apiServerFile, &in.APIServer},
+		{*apiServerFile, &in.APIServer}, {*nodeConfFile, &in.NodeCloudConf},
 	}
 	for _, f := range files {
 		if f.path == "" {

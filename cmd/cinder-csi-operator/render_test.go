@@ -108,6 +108,9 @@ func TestRunRender(t *testing.T) {
 			"--hcp-file=testdata/hcp.yaml", "--credentials-file=testdata/credentials.yaml", "--enable-topology=true"}},
 		{name: "When rendering a standalone cluster, it should print the fixture", args: []string{"--mode=standalone",
 			"--infrastructure-file=testdata/infrastructure-shiftstack.yaml", "--credentials-file=testdata/credentials.yaml"}},
+		{name: "When rendering a hosted cluster with every feature on, its zones and topology, it should print the fixture", args: []string{"--mode=hypershift",
+			"--hcp-file=testdata/hcp.yaml", "--credentials-file=testdata/credentials.yaml", "--user-config-file=testdata/cinder-csi-config-features.yaml",
+			"--compute-zones=az1,az2,nova", "--volume-zones=az1,az2,ceph", "--enable-topology=true"}},
 		{name: "When rendering a hosted cluster whose driver is Removed, it should print what is deleted", args: []string{"--mode=hypershift",
 			"--hcp-file=testdata/hcp.yaml", "--credentials-file=testdata/credentials.yaml", "--clustercsidriver-file=testdata/clustercsidriver-removed.yaml"}},
 	} {
@@ -118,6 +121,34 @@ func TestRunRender(t *testing.T) {
 			golden.CompareTextWithFixture(t, out.Bytes())
 		})
 	}
+	t.Run("When given the zones, it should decide topology from them unless told, and render the per-zone classes", func(t *testing.T) {
+		g := NewWithT(t)
+		args := []string{"render", "--mode=hypershift", "--hcp-file=testdata/hcp.yaml", "--credentials-file=testdata/credentials.yaml",
+			"--user-config-file=testdata/cinder-csi-config-features.yaml"}
+		var out, errOut bytes.Buffer
+		g.Expect(run(append(args, "--compute-zones=az1,az2", "--volume-zones=az2,az1,az3"), &out, &errOut)).To(Equal(0), errOut.String())
+		g.Expect(strings.Count(out.String(), `enable_topology: "true"`)).To(Equal(2), "every compute zone is a volume zone")
+		g.Expect(out.String()).To(ContainSubstring(`volume_zones: az1,az2,az3`))
+		g.Expect(out.String()).To(ContainSubstring(`zone_classes: '[{"volumeZone":"az1","computeZones":["az1"]},{"volumeZone":"az2","computeZones":["az2"]}]'`))
+
+		out.Reset()
+		g.Expect(run(append(args, "--compute-zones=az1,az2", "--volume-zones=az1,az2", "--enable-topology=false"), &out, &errOut)).To(Equal(0), errOut.String())
+		g.Expect(out.String()).To(ContainSubstring(`zone_classes: '[{"volumeZone":"az1"},{"volumeZone":"az2"}]'`), "unpinned without topology")
+	})
+	t.Run("When given a live node copy and no zones, it should render the zones it records", func(t *testing.T) {
+		g := NewWithT(t)
+		var out, errOut bytes.Buffer
+		g.Expect(run([]string{"render", "--mode=hypershift", "--hcp-file=testdata/hcp.yaml", "--credentials-file=testdata/credentials.yaml",
+			"--user-config-file=testdata/cinder-csi-config-features.yaml", "--node-cloud-conf-file=testdata/node-cloud-conf.yaml", "--enable-topology=true"},
+			&out, &errOut)).To(Equal(0), errOut.String())
+		g.Expect(out.String()).To(ContainSubstring(`zone_classes: '[{"volumeZone":"az1","computeZones":["az1"]},{"volumeZone":"az2","computeZones":["az2"]}]'`))
+	})
+	t.Run("When given only one of the zone lists, it should refuse", func(t *testing.T) {
+		g := NewWithT(t)
+		var out, errOut bytes.Buffer
+		g.Expect(run([]string{"render", "--hcp-file=testdata/hcp.yaml", "--credentials-file=testdata/credentials.yaml", "--compute-zones=az1"}, &out, &errOut)).To(Equal(1))
+		g.Expect(errOut.String()).To(ContainSubstring("--compute-zones and --volume-zones go together"))
+	})
 	t.Run("When an image variable is missing, it should fail naming it", func(t *testing.T) {
 		g := NewWithT(t)
 		t.Setenv(images.EnvAttacher, "")
