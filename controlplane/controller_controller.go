@@ -177,12 +177,11 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	switch p.ManagementState {
 	case operatorv1.Unmanaged:
 		setControllerConditions(st, in.Deployment, "", nil)
-		controllerWorkload.Unmanaged(st, append([]string{names.ConditionConfigDegraded, names.ConditionTopologyDegraded}, warningTypes...)...)
+		controllerWorkload.Unmanaged(st, otherConditions()...)
 		return ctrl.Result{}, nil
 	case operatorv1.Removed:
 		err := appliers.Delete(ctx, log, p.Delete)
-		controllerWorkload.Removed(st, err, "the CSI controller and its configuration",
-			append([]string{names.ConditionConfigDegraded, names.ConditionTopologyDegraded}, warningTypes...)...)
+		controllerWorkload.Removed(st, err, "the CSI controller and its configuration", otherConditions()...)
 		return ctrl.Result{}, err
 	}
 
@@ -273,4 +272,10 @@ func keepWarningConditions(st *conditions.Set, driver *operatorv1.ClusterCSIDriv
 		}
 		st.False(t, names.ReasonWaitingForConfig, "Evaluated once the configuration is valid.")
 	}
+}
+
+// otherConditions are this manager's condition types besides the controller workload's: what
+// Unmanaged and Removed report on next to the workload's.
+func otherConditions() []string {
+	return append([]string{names.ConditionConfigDegraded, names.ConditionTopologyDegraded}, warningTypes...)
 }

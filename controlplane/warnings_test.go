@@ -7,6 +7,7 @@ import (
 	operatorv1 "github.com/openshift/api/operator/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
@@ -153,5 +154,38 @@ func TestSetWarningConditions(t *testing.T) {
 	g.Expect(conds[names.ConditionBackupWarning].Status).To(Equal(operatorv1.ConditionFalse))
 	for _, typ := range warningTypes {
 		g.Expect(names.ControlPlaneConditions).To(ContainElement(typ), "the controlplane manager owns %s", typ)
+	}
+}
+
+// TestConditionCoverage keeps Unmanaged and Removed reporting on every condition this manager
+// owns: each is the controller workload's or one of otherConditions, and each of those is owned.
+func TestConditionCoverage(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	all := append([]string{controllerWorkload.Available, controllerWorkload.Progressing, controllerWorkload.Degraded}, otherConditions()...)
+	g.Expect(all).To(ConsistOf(names.ControlPlaneConditions))
+
+	for _, tt := range []struct {
+		name string
+		set  func(s *conditions.Set)
+		want string
+	}{
+		{name: "When Unmanaged, it should report every warning False with reason Unmanaged", set: func(s *conditions.Set) { controllerWorkload.Unmanaged(s, otherConditions()...) }, want: names.ReasonUnmanaged},
+		{name: "When Removed, it should report every warning False with reason Removed", set: func(s *conditions.Set) {
+			controllerWorkload.Removed(s, nil, "the CSI controller and its configuration", otherConditions()...)
+		}, want: names.ReasonRemoved},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := testutil.NewSet(newFakeClock().now())
+			tt.set(s)
+			conds := testutil.Conditions(s)
+			for _, typ := range warningTypes {
+				g.Expect(conds).To(HaveKey(typ))
+				g.Expect(conds[typ].Status).To(Equal(operatorv1.ConditionFalse), typ)
+				g.Expect(conds[typ].Reason).To(Equal(tt.want), typ)
+			}
+		})
 	}
 }
