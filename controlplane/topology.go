@@ -237,8 +237,9 @@ func (r *Reconciler) startListing(ctx context.Context, in detectionInputs, key s
 		}
 		c.backup = res.backup.after(c.backup)
 		// A refused listing of the backup services is an answer (Cinder's policy), not an
-		// outage: it does not shorten the next listing.
-		if res.failure != "" || (res.backup.Failure != "" && res.backup.Failure != topology.ReasonPermissionDenied) {
+		// outage: it does not shorten the next listing. No usable backup service does, as an
+		// outage of the zones does, so that BackupWarning clears within seconds of one starting.
+		if res.failure != "" || (res.backup.Failure != "" && res.backup.Failure != topology.ReasonPermissionDenied) || res.backup.noneUsable() {
 			c.failures++
 		} else {
 			c.failures = 0
@@ -275,6 +276,11 @@ func failed(in detectionInputs, failure topology.Reason, message string) listing
 		res.backup = BackupDetection{Failure: failure, FailureMessage: message}
 	}
 	return res
+}
+
+// noneUsable reports a successful listing that found no backup service up and enabled.
+func (b BackupDetection) noneUsable() bool {
+	return b.Listed && !slices.ContainsFunc(b.Services, func(s topology.BackupService) bool { return s.Usable })
 }
 
 // after returns what the backup services are known to be after this listing, prev being what

@@ -458,6 +458,25 @@ func TestDetectionBackupServices(t *testing.T) {
 		g.Expect(d.RecheckIn).To(Equal(interval))
 	})
 
+	t.Run("When no backup service is usable, it should list again soon, and back at the interval once one is", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{compute: matching, volume: matching, backup: []topology.BackupService{{Zone: "az1"}}}
+		c := newFakeClock()
+		r := c.reconciler(cloud, interval)
+		d := listOnce(r, backupCreds())
+		g.Expect(d.Failure).To(BeEmpty())
+		g.Expect(d.RecheckIn).To(Equal(firstRetry))
+
+		cloud.mu.Lock()
+		cloud.backup = []topology.BackupService{{Zone: "az1", Usable: true}}
+		cloud.mu.Unlock()
+		c.advance(firstRetry)
+		d = listOnce(r, backupCreds())
+		g.Expect(d.Backup.Services).To(Equal([]topology.BackupService{{Zone: "az1", Usable: true}}))
+		g.Expect(d.RecheckIn).To(Equal(interval))
+	})
+
 	t.Run("When the backup class is not asked for, it should not list the services", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
