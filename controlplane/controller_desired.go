@@ -220,6 +220,10 @@ func desiredController(d *manifests.Decoder, in controllerInputs) (*appsv1.Deplo
 			if in.PVCAnnotations {
 				// The provisioner already passes the claim's name and namespace
 				// (--extra-create-metadata), which the driver needs to look the claim up.
+				// Standalone, the driver's claim informer runs as the controller's
+				// ServiceAccount, which cluster-storage-operator's provisioner role
+				// (openshift-csi-main-provisioner-role, bound in controller_rbac.yaml) already
+				// lets list and watch claims cluster-wide.
 				c.Args = append(c.Args, "--pvc-annotations")
 			}
 		case slices.Contains(csiSidecars, c.Name):
