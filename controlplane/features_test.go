@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	operatorv1 "github.com/openshift/api/operator/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -267,4 +268,22 @@ func TestDesiredFeatures(t *testing.T) {
 			g.Expect(in.Backup).To(Equal(key == names.KeyBackupSnapshotClass))
 		}
 	})
+}
+
+func TestTopologyConditionWithOverride(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	yes := true
+	d := chooseTopology(&yes, Detection{Failure: topology.ReasonUnreachable}, nil)
+	d.OverrideFrom = "openshift-config/cinder-csi-config"
+	s := testutil.NewSet(newFakeClock().now())
+	setTopologyCondition(s, d)
+	c := testutil.Conditions(s)[names.ConditionTopologyDegraded]
+	g.Expect(c.Status).To(Equal(operatorv1.ConditionTrue), "the listing for the per-zone classes failed")
+	g.Expect(c.Reason).To(Equal(names.ReasonOpenStackUnavailable))
+	g.Expect(c.Message).To(HaveSuffix("Topology stays enabled (set by enable_topology in openshift-config/cinder-csi-config); the operator retries."))
+
+	s = testutil.NewSet(newFakeClock().now())
+	setTopologyCondition(s, chooseTopology(&yes, Detection{}, nil))
+	g.Expect(testutil.Conditions(s)[names.ConditionTopologyDegraded].Reason).To(Equal(names.ReasonTopologyOverridden))
 }
