@@ -141,8 +141,9 @@ func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
 // detectionFor returns what a zone listing for s is made with, and whether the plan for s uses one
 // at all: only Managed, with valid input, and either without the user's cinder-csi-config
 // deciding topology or with a feature that needs the zones (per-zone classes) or the backup
-// services (the backup class) all the same. It resolves the inputs as Desired does (a pure function of s, so the two agree),
-// which lets the reconciler list the zones, or ask its cache, before it plans.
+// services (the backup class) all the same. It resolves the inputs as Desired does (a pure
+// function of s, so the two agree), which lets the reconciler list the zones, or ask its cache,
+// before it plans.
 func detectionFor(rc Config, s State) (detectionInputs, bool) {
 	if !plan.UsesInputs(s.Driver) {
 		return detectionInputs{}, false
@@ -224,9 +225,10 @@ func hostedFor(rc Config, cfg *config, live *appsv1.Deployment) hostedInputs {
 }
 
 // chooseTopology returns the topology decision: the user's override when set (with what a listing
-// made for the per-zone classes said, so that its failure is reported); else the detected one. When the latest listing failed, the last known decision stays in force (the one in the
-// live cloud-conf, else the last success in this process), and only without any does it fall back
-// to false, the setting under which volumes can be provisioned whatever the zones are.
+// made for the per-zone classes said, so that its failure is reported); else the detected one.
+// When the latest listing failed, the last known decision stays in force (the one in the live
+// cloud-conf, else the last success in this process), and only without any does it fall back to
+// false, the setting under which volumes can be provisioned whatever the zones are.
 func chooseTopology(override *bool, det Detection, lastKnown *bool) topologyDecision {
 	d := topologyDecision{Failure: det.Failure, FailureMessage: det.FailureMessage, ComputeZones: det.ComputeZones, VolumeZones: det.VolumeZones, RecheckIn: det.RecheckIn}
 	switch {

@@ -155,8 +155,8 @@ func (in detectionInputs) key() string {
 
 // detection returns what the zone listings said for in so far, starting a listing in the
 // background when one is due: when the credentials changed, when the recheck interval passed
-// since the last success, or a shorter retry (retryDelay) since the last failure. It waits only for the first
-// decision of an install (see topologyCache).
+// since the last success, or a shorter retry (retryDelay) since the last failure. It waits only
+// for the first decision of an install (see topologyCache).
 func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detection {
 	c := r.topology
 	c.mu.Lock()
@@ -171,6 +171,10 @@ func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detectio
 	}
 	due := key != c.key || c.checked.IsZero() || now.Sub(c.checked) >= next
 	if due {
+		if key != c.key {
+			// New credentials (or proxy) are no retry of the old ones' failures.
+			c.failures = 0
+		}
 		c.key, c.checked = key, now
 		r.startListing(ctx, in, key)
 	}
