@@ -56,8 +56,9 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	}
 	explicit := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
-	if (*computeZones == "") != (*volumeZones == "") {
-		return errors.New("--compute-zones and --volume-zones go together: a listing returns both")
+	detection, err := offlineDetection(*enableTopology, explicit["enable-topology"], *computeZones, *volumeZones)
+	if err != nil {
+		return err
 	}
 	hyperShift := *mode == "hypershift"
 	if !hyperShift && *mode != "standalone" {
@@ -80,17 +81,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	if gCfg.Images, err = images.NodeImages(os.LookupEnv); err != nil {
 		return err
 	}
-	// Offline, no zone can be listed: the topology decision and the zones are given, as if a
-	// listing had returned them (controlplane.Offline, OfflineZones).
-	cp := controlplane.State{Inputs: controlplane.Inputs{ServiceMonitorCRD: *monitor}, Detection: controlplane.Offline(*enableTopology)}
-	if *computeZones != "" {
-		compute, volume := strings.Split(*computeZones, ","), strings.Split(*volumeZones, ",")
-		enabled := *enableTopology
-		if !explicit["enable-topology"] {
-			enabled = topology.Enabled(compute, volume)
-		}
-		cp.Detection = controlplane.OfflineZones(enabled, compute, volume)
-	}
+	cp := controlplane.State{Inputs: controlplane.Inputs{ServiceMonitorCRD: *monitor}, Detection: detection}
 	in := &cp.Inputs
 	files := []struct {
 		path string
@@ -159,6 +150,25 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 		{"Deleted by the controlplane manager from " + guestTitle, cpPlan.Delete, plan.Guest, true},
 		{"Deleted by the guest manager", guestPlan.Delete, plan.Guest, true},
 	})
+}
+
+// offlineDetection returns the Detection of an offline render, where no zone can be listed: the
+// topology decision and the zones are given, as if a listing had returned them (controlplane.Offline,
+// OfflineZones). Given zones decide topology as a listing of them would, unless enable-topology is
+// set explicitly.
+func offlineDetection(enableTopology, explicit bool, computeZones, volumeZones string) (controlplane.Detection, error) {
+	if (computeZones == "") != (volumeZones == "") {
+		return controlplane.Detection{}, errors.New("--compute-zones and --volume-zones go together: a listing returns both")
+	}
+	if computeZones == "" {
+		return controlplane.Offline(enableTopology), nil
+	}
+	compute, volume := strings.Split(computeZones, ","), strings.Split(volumeZones, ",")
+	enabled := enableTopology
+	if !explicit {
+		enabled = topology.Enabled(compute, volume)
+	}
+	return controlplane.OfflineZones(enabled, compute, volume), nil
 }
 
 // renderSection is one titled part of render's output: the steps of a plan that act on one

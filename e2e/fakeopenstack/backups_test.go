@@ -3,6 +3,7 @@ package fakeopenstack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -28,8 +29,7 @@ func (c *driverClients) createBackup(ctx context.Context, g Gomega, name, volume
 // faultMessage returns the message of an OpenStack fault body in err.
 func faultMessage(g Gomega, err error) string {
 	var e gophercloud.ErrUnexpectedResponseCode
-	g.Expect(err).To(BeAssignableToTypeOf(e))
-	e = err.(gophercloud.ErrUnexpectedResponseCode)
+	g.Expect(errors.As(err, &e)).To(BeTrue(), "an unexpected response code: %v", err)
 	var body map[string]struct {
 		Message string `json:"message"`
 	}
