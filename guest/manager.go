@@ -36,8 +36,9 @@ type Config struct {
 }
 
 // CacheOptions returns the guest manager's cache options: its namespace, the cluster-scoped kinds
-// it owns selected by label, all StorageClasses (to respect a user's default class), and the
-// ClusterCSIDriver and the VolumeSnapshotClass CRD by name.
+// it owns selected by label, all StorageClasses (to respect a user's default class and find the
+// per-zone classes), the ClusterCSIDriver and the VolumeSnapshotClass CRD by name, and the nodes'
+// zone labels.
 func CacheOptions(cfg Config) cache.Options {
 	return cache.Options{
 		DefaultNamespaces: map[string]cache.Config{names.GuestNamespace: {}},
@@ -51,6 +52,9 @@ func CacheOptions(cfg Config) cache.Options {
 			&rbacv1.Role{}:                 clusters.Owned,
 			&rbacv1.RoleBinding{}:          clusters.Owned,
 			&storagev1.CSIDriver{}:         clusters.Owned,
+			// Nodes, metadata only and trimmed to their zone labels (nodeCache), watched only
+			// once the zone warning needs them.
+			nodeMetadata(): nodeCache,
 			&apiextensionsv1.CustomResourceDefinition{}: {
 				Field: clusters.ByName(names.VolumeSnapshotClassCRD),
 			},
@@ -61,8 +65,15 @@ func CacheOptions(cfg Config) cache.Options {
 // Setup adds the guest reconciler to mgr; guest is the cluster (and cache, see CacheOptions) it
 // reconciles: the manager itself on HyperShift, an extra cache on the one cluster in standalone.
 func Setup(mgr ctrl.Manager, guest cluster.Cluster, cfg Config) error {
+	// The same client without its cache, for the few reads that must not start an informer
+	// (the claims) or must not see a deleted object (a class being recreated).
+	api, err := client.New(guest.GetConfig(), client.Options{Scheme: guest.GetScheme(), Mapper: guest.GetRESTMapper(), HTTPClient: guest.GetHTTPClient()})
+	if err != nil {
+		return fmt.Errorf("creating the guest's uncached client: %w", err)
+	}
 	r := &Reconciler{
 		Guest:    guest.GetClient(),
+		GuestAPI: api,
 		Config:   cfg,
 		Decoder:  manifests.NewDecoder(mgr.GetScheme()),
 		Recorder: guest.GetEventRecorder(names.FieldOwnerGuest),

@@ -36,7 +36,10 @@ import (
 // Reconciler keeps the guest-side Cinder CSI objects in shape for the one ClusterCSIDriver.
 type Reconciler struct {
 	// Guest talks to the guest cluster (in standalone mode, the one cluster).
-	Guest    client.Client
+	Guest client.Client
+	// GuestAPI reads from the guest's API server, not the cache: the claims, listed only when
+	// a per-zone class is to be retired, and objects just deleted to be recreated.
+	GuestAPI client.Client
 	Config   Config
 	Decoder  *manifests.Decoder
 	Recorder recorder.EventRecorder
@@ -51,7 +54,11 @@ type Reconciler struct {
 	// accessReviews remembers, standalone, whether the operator may create
 	// SubjectAccessReviews, asked once (see State.NoAccessReviews).
 	accessReviews access.Once
-	now           func() time.Time
+	// nodes is the node watch, started when the zone warning first needs it; nodeAccess
+	// remembers whether the operator may list and watch nodes.
+	nodes      nodeWatch
+	nodeAccess access.Once
+	now        func() time.Time
 }
 
 // SetupWithManager watches the ClusterCSIDriver (its spec, and its status while it carries a
@@ -117,12 +124,12 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	switch p.ManagementState {
 	case operatorv1.Unmanaged:
 		setNodeConditions(st, s.DaemonSet, "", nil)
-		nodeWorkload.Unmanaged(st, names.ConditionStaticResourcesDegraded, names.ConditionStorageClassDegraded)
+		nodeWorkload.Unmanaged(st, names.ConditionStaticResourcesDegraded, names.ConditionStorageClassDegraded, names.ConditionZoneWarning)
 		return ctrl.Result{}, nil
 	case operatorv1.Removed:
 		err := appliers.Delete(ctx, log, p.Delete)
-		nodeWorkload.Removed(st, err, "the CSI node plugin, CSIDriver, StorageClass and VolumeSnapshotClass",
-			names.ConditionStaticResourcesDegraded, names.ConditionStorageClassDegraded)
+		nodeWorkload.Removed(st, err, "the CSI node plugin, CSIDriver, StorageClasses and VolumeSnapshotClasses",
+			names.ConditionStaticResourcesDegraded, names.ConditionStorageClassDegraded, names.ConditionZoneWarning)
 		return ctrl.Result{}, err
 	}
 
@@ -132,7 +139,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		st.False(names.ConditionGuestConfigDegraded, names.ReasonAsExpected, "")
 	}
 
-	failed := appliers.Apply(ctx, log, p.Apply)
+	failed := r.applyRecreating(ctx, appliers, p)
 	if p.SnapshotClass && failed[groupClasses] == nil {
 		if err := r.snapshotClasses.Start(r.controller, r.cache, &snapshotv1.VolumeSnapshotClass{}, "VolumeSnapshotClasses"); err != nil {
 			failed[groupClasses] = err
@@ -141,11 +148,29 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	if err := appliers.Delete(ctx, log, p.Delete); err != nil {
 		failed[groupClasses] = errors.Join(failed[groupClasses], err)
 	}
+	kept, err := r.retireZoneClasses(ctx, appliers, p.Retire)
+	if err != nil {
+		failed[groupClasses] = errors.Join(failed[groupClasses], err)
+	}
 
 	st.Fold(names.ConditionStaticResourcesDegraded, failed[groupStatic], "Applying the CSI driver's ServiceAccount, RBAC and CSIDriver")
 	setNodeConditions(st, s.DaemonSet, p.NodeWaiting, failed[groupNode])
-	st.Fold(names.ConditionStorageClassDegraded, failed[groupClasses], "Applying the StorageClass and VolumeSnapshotClass")
-	return ctrl.Result{}, errors.Join(failed[groupStatic], failed[groupNode], failed[groupClasses])
+	st.Fold(names.ConditionStorageClassDegraded, failed[groupClasses], "Applying the StorageClasses and VolumeSnapshotClasses")
+
+	nodeZones, nodesErr := r.readNodeZones(ctx, p.Features)
+	if nodesErr != nil {
+		st.Keep(driver.Status.Conditions, names.ConditionZoneWarning)
+	} else {
+		setZoneWarning(st, zoneInputs{Features: p.Features, NodeZones: nodeZones, Kept: kept, InvalidZones: p.InvalidZones})
+	}
+	if err := errors.Join(failed[groupStatic], failed[groupNode], failed[groupClasses], nodesErr); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(kept) > 0 {
+		// Claims are not watched: check again later whether the kept classes can go.
+		return ctrl.Result{RequeueAfter: zoneClassRecheck}, nil
+	}
+	return ctrl.Result{}, nil
 }
 
 // readState reads what the guest manager decides from; a missing object is not an error.
@@ -173,6 +198,18 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 	)
 	if err != nil {
 		return nil, err
+	}
+	if s.SnapshotCRD && plan.UsesInputs(driver) {
+		// The live classes decide what an apply cannot change (see Desired); read only while
+		// the kind is served.
+		var vsc, backup snapshotv1.VolumeSnapshotClass
+		err := errors.Join(
+			get(client.ObjectKey{Name: names.VolumeSnapshotCls}, &vsc, func() { s.SnapshotClass = &vsc }),
+			get(client.ObjectKey{Name: names.BackupSnapshotClass}, &backup, func() { s.BackupSnapshotClass = &backup }),
+		)
+		if err != nil {
+			return nil, err
+		}
 	}
 	if !r.Config.HyperShift {
 		may, err := r.canReviewAccess(ctx)

@@ -133,12 +133,17 @@ func defaultClassValue(live *storagev1.StorageClass, all []storagev1.StorageClas
 	return "true"
 }
 
-// desiredVolumeSnapshotClass returns the default VolumeSnapshotClass.
-func desiredVolumeSnapshotClass(d *manifests.Decoder) (*snapshotv1.VolumeSnapshotClass, error) {
+// desiredVolumeSnapshotClass returns the default VolumeSnapshotClass with force-create
+// forceCreate (see snapshotForceCreate).
+func desiredVolumeSnapshotClass(d *manifests.Decoder, forceCreate string) (*snapshotv1.VolumeSnapshotClass, error) {
 	vsc, err := manifests.Object[*snapshotv1.VolumeSnapshotClass](d, "volumesnapshotclass.yaml")
 	if err != nil {
 		return nil, err
 	}
 	plan.Managed(vsc)
+	if vsc.Parameters == nil {
+		vsc.Parameters = map[string]string{}
+	}
+	vsc.Parameters[paramForceCreate] = forceCreate
 	return vsc, nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -280,11 +281,25 @@ func TestDesiredVolumeSnapshotClass(t *testing.T) {
 	t.Run("When rendered, it should match the fixture", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		vsc := testutil.Build(t, desiredVolumeSnapshotClass)
+		vsc := testutil.Build(t, func(d *manifests.Decoder) (*snapshotv1.VolumeSnapshotClass, error) {
+			return desiredVolumeSnapshotClass(d, "true")
+		})
 		g.Expect(vsc.Driver).To(Equal(names.DriverName))
 		g.Expect(vsc.Labels).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue))
 		golden.CompareWithFixture(t, vsc)
 	})
+
+	for _, v := range []string{"true", "false"} {
+		t.Run("When force-create is "+v+", it should set the parameter to it and keep the default-class annotation", func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			vsc := testutil.Build(t, func(d *manifests.Decoder) (*snapshotv1.VolumeSnapshotClass, error) {
+				return desiredVolumeSnapshotClass(d, v)
+			})
+			g.Expect(vsc.Parameters).To(Equal(map[string]string{paramForceCreate: v}))
+			g.Expect(vsc.Annotations).To(HaveKeyWithValue("snapshot.storage.kubernetes.io/is-default-class", "true"))
+		})
+	}
 }
 
 // storageClass returns a StorageClass with the default-class annotation set to isDefault, or

@@ -2,7 +2,9 @@ package guest
 
 import (
 	"fmt"
+	"slices"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +45,10 @@ type State struct {
 	StorageClasses []storagev1.StorageClass
 	// SnapshotCRD is set when the API server serves VolumeSnapshotClasses.
 	SnapshotCRD bool
+	// SnapshotClass is the live standard-csi VolumeSnapshotClass and BackupSnapshotClass the
+	// live backup class, read only while the kind is served.
+	SnapshotClass       *snapshotv1.VolumeSnapshotClass
+	BackupSnapshotClass *snapshotv1.VolumeSnapshotClass
 	// NoAccessReviews is set, standalone, when the operator may not create SubjectAccessReviews
 	// itself (cluster-storage-operator's RBAC): it cannot grant what it does not hold, so the
 	// kube-rbac-proxies' ClusterRole grants token reviews only, as csi-operator's does.
@@ -52,8 +58,10 @@ type State struct {
 // Plan is the guest manager's desired state for one State.
 //
 // Its Apply holds the static objects (a ClusterRole before the binding that references it), the
-// DaemonSet, the StorageClass and the VolumeSnapshotClass; its Delete holds standard-csi under
-// storageClassState Removed, and under managementState Removed everything this manager creates.
+// DaemonSet, the StorageClasses (standard-csi and the per-zone classes) and the
+// VolumeSnapshotClasses (standard-csi and, when asked for, the backup class); its Delete holds the
+// StorageClasses under storageClassState Removed, the backup class when not asked for, and under
+// managementState Removed everything this manager creates.
 type Plan struct {
 	plan.Base
 	// Problems are the ClusterCSIDriver fields the guest manager cannot honour, as sentences.
@@ -64,12 +72,22 @@ type Plan struct {
 	NodeWaiting string
 	// SnapshotClass is set when Apply holds the VolumeSnapshotClass, whose watch starts late.
 	SnapshotClass bool
+	// Recreate holds the identities of objects of Apply whose live copy differs in a field an
+	// apply cannot change (see storageClassNeedsRecreate): deleted before Apply creates them anew.
+	Recreate []plan.Step
+	// Retire names the per-zone StorageClasses no longer asked for: each is deleted unless a
+	// claim uses it (see claimsByClass), which the reconciler asks the API server.
+	Retire []string
+	// Features is what the node copy of cloud-conf decides; InvalidZones the volume zones that
+	// cannot name a per-zone class. Both feed the zone warning.
+	Features     features
+	InvalidZones []string
 }
 
 // Desired computes the plan for s. It reads nothing and writes nothing. The error is an internal
 // one (an operand manifest that does not decode).
 func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
-	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) { return everything(d, cfg, s.SnapshotCRD) })
+	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) { return removals(d, cfg, s) })
 	p := &Plan{Base: base}
 	if complete || err != nil {
 		return p, err
@@ -97,13 +115,15 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 	}
 	p.Apply = plan.Steps(plan.Guest, groupStatic, static...)
 
+	usable := s.CloudConf != nil && s.CloudConf.Labels[names.ManagedByLabel] == names.ManagedByValue &&
+		s.CloudConf.Annotations[names.DataHashAnnotation] == confighash.Data(s.CloudConf.Data, s.CloudConf.BinaryData)
+	p.Features = readFeatures(s.CloudConf, usable)
 	switch {
 	case verbosity == 0:
 		// An unknown log level: the DaemonSet stays as it is.
 	case s.CloudConf == nil:
 		p.NodeWaiting = fmt.Sprintf("Waiting for ConfigMap %s/%s, which the controlplane manager writes.", names.GuestNamespace, names.NodeCloudConf(cfg.HyperShift))
-	case s.CloudConf.Labels[names.ManagedByLabel] != names.ManagedByValue ||
-		s.CloudConf.Annotations[names.DataHashAnnotation] != confighash.Data(s.CloudConf.Data, s.CloudConf.BinaryData):
+	case !usable:
 		// On HyperShift the node copy has csi-operator's name: until the controlplane manager
 		// has written its own, the one here is csi-operator's, and a DaemonSet hashed from it
 		// would roll the node plugin twice in a switch (to csi-operator's content, then to the
@@ -119,30 +139,118 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 		p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupNode, Object: ds})
 	}
 
+	if err := p.storageClasses(d, cfg, scState, s); err != nil {
+		return nil, err
+	}
+	if s.SnapshotCRD {
+		if err := p.snapshotClasses(d, s); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// storageClasses plans standard-csi and the per-zone classes, which follow storageClassState
+// alike: Unmanaged leaves them, Removed deletes them.
+func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operatorv1.StorageClassStateName, s State) error {
+	live := zoneClassesLive(s.StorageClasses)
 	switch scState {
 	case operatorv1.UnmanagedStorageClass:
+		return nil
 	case operatorv1.RemovedStorageClass:
 		sc, err := desiredStorageClass(d, "")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		p.Delete = plan.Identities(plan.Steps(plan.Guest, groupClasses, sc))
-	default:
-		sc, err := desiredStorageClass(d, defaultClassValue(s.StorageClass, s.StorageClasses))
-		if err != nil {
-			return nil, err
+		for _, z := range live {
+			p.Delete = append(p.Delete, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(z)})
 		}
-		p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: sc})
+		return nil
+	}
+	sc, err := desiredStorageClass(d, defaultClassValue(s.StorageClass, s.StorageClasses))
+	if err != nil {
+		return err
+	}
+	p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: sc})
+	switch {
+	case !p.Features.Known:
+		// The decision is not known: the per-zone classes stay as they are.
+	case p.Features.ClassesErr != nil:
+		p.Problems = append(p.Problems, fmt.Sprintf("Key %s of ConfigMap %s/%s, which the controlplane manager writes, does not decode; the per-zone StorageClasses are left as they are.",
+			names.KeyZoneClasses, names.GuestNamespace, names.NodeCloudConf(cfg.HyperShift)))
+	default:
+		zp, err := planZoneClasses(d, p.Features, live)
+		if err != nil {
+			return err
+		}
+		for _, z := range zp.Apply {
+			p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: z})
+		}
+		for _, z := range zp.Recreate {
+			p.Recreate = append(p.Recreate, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(z)})
+		}
+		p.Retire, p.InvalidZones = zp.Retire, zp.Invalid
+	}
+	return nil
+}
+
+// snapshotClasses plans standard-csi's VolumeSnapshotClass and, as the node copy says, the backup
+// class; only while the kind is served.
+func (p *Plan) snapshotClasses(d *manifests.Decoder, s State) error {
+	force := snapshotForceCreate(p.Features, s.SnapshotClass)
+	vsc, err := desiredVolumeSnapshotClass(d, force)
+	if err != nil {
+		return err
+	}
+	p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: vsc})
+	p.SnapshotClass = true
+	if snapshotClassNeedsRecreate(s.SnapshotClass, vsc) {
+		p.Recreate = append(p.Recreate, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(vsc)})
+	}
+	if !p.Features.Known {
+		return nil
+	}
+	backup, err := desiredBackupSnapshotClass(d, p.Features.BackupZone, force)
+	if err != nil {
+		return err
+	}
+	if !p.Features.Backup {
+		p.Delete = append(p.Delete, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(backup)})
+		return nil
+	}
+	p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: backup})
+	if snapshotClassNeedsRecreate(s.BackupSnapshotClass, backup) {
+		p.Recreate = append(p.Recreate, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(backup)})
+	}
+	return nil
+}
+
+// removals returns what managementState Removed deletes: everything, plus the per-zone classes
+// that exist (found by their label: which zones they are for is not known then) and the backup
+// VolumeSnapshotClass while its kind is served.
+func removals(d *manifests.Decoder, cfg Config, s State) ([]plan.Step, error) {
+	all, err := everything(d, cfg, s.SnapshotCRD)
+	if err != nil {
+		return nil, err
+	}
+	var extra []plan.Step
+	for _, z := range zoneClassesLive(s.StorageClasses) {
+		extra = append(extra, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(z)})
 	}
 	if s.SnapshotCRD {
-		vsc, err := desiredVolumeSnapshotClass(d)
+		backup, err := desiredBackupSnapshotClass(d, "", "")
 		if err != nil {
 			return nil, err
 		}
-		p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: vsc})
-		p.SnapshotClass = true
+		extra = append(extra, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: backup})
 	}
-	return p, nil
+	// Before the static objects, which everything puts last.
+	i := slices.IndexFunc(all, func(st plan.Step) bool { return st.Group == groupStatic })
+	if i < 0 {
+		i = len(all)
+	}
+	return slices.Concat(all[:i], extra, all[i:]), nil
 }
 
 // everything returns every object the guest manager can create in this mode, whatever the inputs:
@@ -180,6 +288,10 @@ func desiredNodeFor(d *manifests.Decoder, cfg Config, cloudConf *corev1.ConfigMa
 		Verbosity:     verbosity,
 		Topology:      cloudConf.Data[names.KeyEnableTopology] == "true",
 		CloudConfName: names.NodeCloudConf(cfg.HyperShift),
-		CloudConfHash: confighash.ConfigMap(cloudConf),
+		// Only the keys the node plugin reads: the controlplane manager's decisions for the
+		// guest manager (zone_classes and the others) share the ConfigMap and must not roll it.
+		// For a node copy holding only those keys the hash is confighash.ConfigMap's, so that
+		// an upgrade rolls no node plugin.
+		CloudConfHash: confighash.ConfigMapKeys(cloudConf, names.NodeCloudConfKeys...),
 	})
 }

@@ -2,8 +2,11 @@ package guest
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	. "github.com/onsi/gomega"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +19,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
 
 func testConfig(hyperShift bool) Config {
@@ -59,7 +63,9 @@ func TestDesired(t *testing.T) {
 			g := NewWithT(t)
 			p := desiredPlan(t, testConfig(tt.hyperShift), testState(tt.hyperShift, tt.topology))
 			g.Expect(p.Problems).To(BeEmpty())
-			g.Expect(p.Delete).To(BeEmpty())
+			// Only the backup VolumeSnapshotClass, not asked for (a delete of a missing object
+			// sends nothing).
+			g.Expect(testutil.StepNames(p.Delete)).To(Equal([]string{"guest/VolumeSnapshotClass//" + names.BackupSnapshotClass}))
 			for _, s := range p.Apply {
 				g.Expect(s.Cluster).To(Equal(plan.Guest))
 			}
@@ -142,10 +148,11 @@ func TestDesired(t *testing.T) {
 			} else {
 				g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(sc))
 			}
+			deleted := slices.DeleteFunc(testutil.StepNames(p.Delete), func(n string) bool { return !strings.Contains(n, "/StorageClass/") })
 			if tt.wantDelete {
-				g.Expect(testutil.StepNames(p.Delete)).To(Equal([]string{sc}))
+				g.Expect(deleted).To(Equal([]string{sc}))
 			} else {
-				g.Expect(p.Delete).To(BeEmpty())
+				g.Expect(deleted).To(BeEmpty())
 			}
 			g.Expect(p.Problems != nil).To(Equal(tt.wantProblem))
 			// The VolumeSnapshotClass does not depend on storageClassState.
@@ -169,7 +176,8 @@ func TestDesired(t *testing.T) {
 }
 
 // TestDesiredRemoved checks that managementState Removed deletes exactly what Managed applies
-// (the VolumeSnapshotClass included), DaemonSet and classes before the RBAC they rely on.
+// (the VolumeSnapshotClasses and the per-zone classes included), DaemonSet and classes before the
+// RBAC they rely on.
 func TestDesiredRemoved(t *testing.T) {
 	t.Parallel()
 	for _, hyperShift := range []bool{true, false} {
@@ -177,18 +185,226 @@ func TestDesiredRemoved(t *testing.T) {
 			t.Run(fmt.Sprintf("When Removed (HyperShift %t, snapshot CRD %t), it should delete every object Managed applies", hyperShift, crd), func(t *testing.T) {
 				t.Parallel()
 				g := NewWithT(t)
-				s := testState(hyperShift, true)
+				s := withFeatures(testState(hyperShift, true), map[string]string{
+					names.KeyZoneClasses:         zoneclasses.Encode([]zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"nova"}}}),
+					names.KeyBackupSnapshotClass: "true",
+				})
 				s.SnapshotCRD = crd
 				managed := desiredPlan(t, testConfig(hyperShift), s)
+				// The per-zone class exists, as Managed applied it.
+				s.StorageClasses = liveClasses(managed)
 
-				removed := State{Driver: s.Driver.DeepCopy(), SnapshotCRD: crd}
+				removed := State{Driver: s.Driver.DeepCopy(), SnapshotCRD: crd, StorageClasses: s.StorageClasses}
 				removed.Driver.Spec.ManagementState = operatorv1.Removed
 				p := desiredPlan(t, testConfig(hyperShift), removed)
 				g.Expect(p.Apply).To(BeEmpty())
 				g.Expect(testutil.StepNames(p.Delete)).To(ConsistOf(testutil.StepNames(plan.Identities(managed.Apply))))
+				g.Expect(testutil.StepNames(p.Delete)).To(ContainElement("guest/StorageClass//standard-csi-nova"))
 				g.Expect(p.Delete[0].Group).To(Equal(groupNode), "the DaemonSet goes first")
 				g.Expect(p.Delete[len(p.Delete)-1].Group).To(Equal(groupStatic), "the RBAC and CSIDriver go last")
 			})
 		}
+	}
+}
+
+// withFeatures returns s with the node copy of cloud-conf also holding data, as the controlplane
+// manager writes it (its data hash updated).
+func withFeatures(s State, data map[string]string) State {
+	cm := s.CloudConf.DeepCopy()
+	for k, v := range data {
+		cm.Data[k] = v
+	}
+	cm.Annotations[names.DataHashAnnotation] = confighash.Data(cm.Data, nil)
+	s.CloudConf = cm
+	return s
+}
+
+// liveClasses returns the StorageClasses p applies, as they would be live.
+func liveClasses(p *Plan) []storagev1.StorageClass {
+	var out []storagev1.StorageClass
+	for _, st := range p.Apply {
+		if sc, ok := st.Object.(*storagev1.StorageClass); ok {
+			out = append(out, *sc.DeepCopy())
+		}
+	}
+	return out
+}
+
+// liveZoneClass returns a live per-zone class of volume zone zone, as an earlier plan applied it.
+func liveZoneClass(t testing.TB, c zoneclasses.Class) storagev1.StorageClass {
+	return *zoneClass(t, c)
+}
+
+func TestDesiredZoneClasses(t *testing.T) {
+	t.Parallel()
+	nova := zoneclasses.Class{VolumeZone: "nova", ComputeZones: []string{"az1", "az2"}}
+	cinder := zoneclasses.Class{VolumeZone: "cinder", ComputeZones: []string{"az3"}}
+	classes := func(cs ...zoneclasses.Class) map[string]string {
+		return map[string]string{names.KeyZoneClasses: zoneclasses.Encode(cs), names.KeyVolumeZones: "cinder,nova"}
+	}
+	zoneSteps := func(steps []plan.Step) []string {
+		return slices.DeleteFunc(testutil.StepNames(steps), func(n string) bool { return !strings.Contains(n, "/StorageClass//standard-csi-") })
+	}
+
+	t.Run("When zone classes are asked for, it should match the fixture", func(t *testing.T) {
+		t.Parallel()
+		s := withFeatures(testState(true, true), classes(nova, cinder))
+		s.StorageClasses = []storagev1.StorageClass{liveZoneClass(t, zoneclasses.Class{VolumeZone: "old"})}
+		p := desiredPlan(t, testConfig(true), s)
+		golden.CompareWithFixture(t, testutil.Objects(p.Apply)...)
+	})
+
+	for _, tt := range []struct {
+		name         string
+		data         map[string]string
+		usable       bool
+		live         []zoneclasses.Class
+		scState      operatorv1.StorageClassStateName
+		wantApply    []string
+		wantRecreate []string
+		wantRetire   []string
+		wantDelete   []string
+		wantInvalid  []string
+		wantProblem  bool
+	}{
+		{name: "When zone classes are asked for, it should apply one per class", data: classes(nova, cinder), usable: true,
+			wantApply: []string{"guest/StorageClass//standard-csi-nova", "guest/StorageClass//standard-csi-cinder"}},
+		{name: "When the live classes match, it should recreate none", data: classes(nova), usable: true, live: []zoneclasses.Class{nova},
+			wantApply: []string{"guest/StorageClass//standard-csi-nova"}},
+		{name: "When a class's compute zones changed, it should recreate it", data: classes(nova), usable: true,
+			live:      []zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"az1"}}},
+			wantApply: []string{"guest/StorageClass//standard-csi-nova"}, wantRecreate: []string{"guest/StorageClass//standard-csi-nova"}},
+		{name: "When topology was turned off, it should recreate the classes unpinned", data: classes(zoneclasses.Class{VolumeZone: "nova"}), usable: true,
+			live:      []zoneclasses.Class{nova},
+			wantApply: []string{"guest/StorageClass//standard-csi-nova"}, wantRecreate: []string{"guest/StorageClass//standard-csi-nova"}},
+		{name: "When a zone is gone, it should retire its class", data: classes(nova), usable: true, live: []zoneclasses.Class{nova, cinder},
+			wantApply: []string{"guest/StorageClass//standard-csi-nova"}, wantRetire: []string{"standard-csi-cinder"}},
+		{name: "When the feature is turned off, it should retire every class", data: map[string]string{}, usable: true, live: []zoneclasses.Class{nova, cinder},
+			wantRetire: []string{"standard-csi-cinder", "standard-csi-nova"}},
+		{name: "When the node copy is not the controlplane manager's, it should leave the classes as they are", data: classes(nova), usable: false,
+			live: []zoneclasses.Class{cinder}},
+		{name: "When zone_classes does not decode, it should leave the classes as they are and say so", data: map[string]string{names.KeyZoneClasses: "["}, usable: true,
+			live: []zoneclasses.Class{cinder}, wantProblem: true},
+		{name: "When a volume zone cannot name a class, it should skip it and report it", data: classes(nova, zoneclasses.Class{VolumeZone: "Bad Zone"}), usable: true,
+			wantApply: []string{"guest/StorageClass//standard-csi-nova"}, wantInvalid: []string{"Bad Zone"}},
+		{name: "When storageClassState is Unmanaged, it should leave them", data: classes(nova), usable: true, live: []zoneclasses.Class{cinder},
+			scState: operatorv1.UnmanagedStorageClass},
+		{name: "When storageClassState is Removed, it should delete them, used or not", data: classes(nova), usable: true, live: []zoneclasses.Class{nova, cinder},
+			scState:    operatorv1.RemovedStorageClass,
+			wantDelete: []string{"guest/StorageClass//standard-csi-cinder", "guest/StorageClass//standard-csi-nova"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := withFeatures(testState(true, true), tt.data)
+			if !tt.usable {
+				s.CloudConf.Annotations[names.DataHashAnnotation] = "csi-operator-rewrote-it"
+			}
+			s.Driver.Spec.StorageClassState = tt.scState
+			for _, c := range tt.live {
+				s.StorageClasses = append(s.StorageClasses, liveZoneClass(t, c))
+			}
+			p := desiredPlan(t, testConfig(true), s)
+			g.Expect(zoneSteps(p.Apply)).To(ConsistOf(orEmpty(tt.wantApply)))
+			g.Expect(zoneSteps(p.Recreate)).To(ConsistOf(orEmpty(tt.wantRecreate)))
+			g.Expect(p.Retire).To(Equal(tt.wantRetire))
+			g.Expect(zoneSteps(p.Delete)).To(ConsistOf(orEmpty(tt.wantDelete)))
+			g.Expect(p.InvalidZones).To(Equal(tt.wantInvalid))
+			g.Expect(p.Problems != nil).To(Equal(tt.wantProblem))
+		})
+	}
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func TestDesiredSnapshotClasses(t *testing.T) {
+	t.Parallel()
+	const backupName = "guest/VolumeSnapshotClass//" + names.BackupSnapshotClass
+	find := func(p *Plan, name string) *snapshotv1.VolumeSnapshotClass {
+		for _, st := range p.Apply {
+			if vsc, ok := st.Object.(*snapshotv1.VolumeSnapshotClass); ok && vsc.Name == name {
+				return vsc
+			}
+		}
+		return nil
+	}
+	liveVSC := func(name string, params map[string]string) *snapshotv1.VolumeSnapshotClass {
+		return &snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Parameters: params}
+	}
+
+	t.Run("When the backup class is asked for in a zone, it should match the fixture", func(t *testing.T) {
+		t.Parallel()
+		s := withFeatures(testState(true, false), map[string]string{names.KeyBackupSnapshotClass: "true", names.KeyBackupAvailabilityZone: "backups"})
+		p := desiredPlan(t, testConfig(true), s)
+		var vscs []any
+		for _, st := range p.Apply {
+			if _, ok := st.Object.(*snapshotv1.VolumeSnapshotClass); ok {
+				vscs = append(vscs, st.Object)
+			}
+		}
+		golden.CompareWithFixture(t, vscs...)
+	})
+
+	for _, tt := range []struct {
+		name         string
+		data         map[string]string
+		usable       bool
+		crd          bool
+		live, backup *snapshotv1.VolumeSnapshotClass
+		wantForce    string
+		wantBackup   map[string]string
+		wantDelete   bool
+		wantRecreate []string
+	}{
+		{name: "When nothing is asked for, it should force-create and delete the backup class", usable: true, crd: true, wantForce: "true", wantDelete: true},
+		{name: "When csi-operator's class is live, it should update its force-create in place", usable: true, crd: true,
+			live: liveVSC(names.VolumeSnapshotCls, map[string]string{paramForceCreate: "false"}), wantForce: "true", wantDelete: true},
+		{name: "When the user opts out of force-create, it should set false on both classes", usable: true, crd: true,
+			data:      map[string]string{names.KeySnapshotForceCreate: "false", names.KeyBackupSnapshotClass: "true"},
+			wantForce: "false", wantBackup: map[string]string{"type": "backup", paramForceCreate: "false"}},
+		{name: "When the backup zone is unset after it was set, it should recreate the backup class", usable: true, crd: true,
+			data:         map[string]string{names.KeyBackupSnapshotClass: "true"},
+			backup:       liveVSC(names.BackupSnapshotClass, map[string]string{"type": "backup", paramAvailability: "z", paramForceCreate: "true"}),
+			wantForce:    "true", wantBackup: map[string]string{"type": "backup", paramForceCreate: "true"},
+			wantRecreate: []string{backupName}},
+		{name: "When the node copy is not known, it should keep the live force-create and leave the backup class", crd: true,
+			data: map[string]string{names.KeyBackupSnapshotClass: "true"},
+			live: liveVSC(names.VolumeSnapshotCls, map[string]string{paramForceCreate: "false"}), wantForce: "false"},
+		{name: "When the kind is not served, it should plan no snapshot class at all", usable: true,
+			data: map[string]string{names.KeyBackupSnapshotClass: "true"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := withFeatures(testState(true, false), tt.data)
+			if !tt.usable {
+				s.CloudConf.Labels = nil
+			}
+			s.SnapshotCRD, s.SnapshotClass, s.BackupSnapshotClass = tt.crd, tt.live, tt.backup
+			p := desiredPlan(t, testConfig(true), s)
+			if std := find(p, names.VolumeSnapshotCls); tt.wantForce != "" {
+				g.Expect(std).NotTo(BeNil())
+				g.Expect(std.Parameters).To(Equal(map[string]string{paramForceCreate: tt.wantForce}))
+			} else {
+				g.Expect(std).To(BeNil())
+			}
+			if b := find(p, names.BackupSnapshotClass); tt.wantBackup != nil {
+				g.Expect(b).NotTo(BeNil())
+				g.Expect(b.Parameters).To(Equal(tt.wantBackup))
+			} else {
+				g.Expect(b).To(BeNil())
+			}
+			if tt.wantDelete {
+				g.Expect(testutil.StepNames(p.Delete)).To(ContainElement(backupName))
+			} else {
+				g.Expect(testutil.StepNames(p.Delete)).NotTo(ContainElement(backupName))
+			}
+			g.Expect(testutil.StepNames(p.Recreate)).To(ConsistOf(orEmpty(tt.wantRecreate)))
+		})
 	}
 }

@@ -51,6 +51,7 @@ func TestOperandsAgree(t *testing.T) {
 			{names.DriverName, object[*storagev1.CSIDriver](t, d, "csidriver.yaml").Name},
 			{names.StorageClass, object[*storagev1.StorageClass](t, d, "storageclass.yaml").Name},
 			{names.VolumeSnapshotCls, object[*snapshotv1.VolumeSnapshotClass](t, d, "volumesnapshotclass.yaml").Name},
+			{names.BackupSnapshotClass, object[*snapshotv1.VolumeSnapshotClass](t, d, "volumesnapshotclass_backup.yaml").Name},
 		} {
 			g.Expect(n.got).To(Equal(n.want))
 		}
@@ -72,6 +73,7 @@ func TestOperandsAgree(t *testing.T) {
 		g.Expect(object[*corev1.ConfigMap](t, d, "trusted_ca_bundle.yaml").Labels).To(HaveKeyWithValue(names.InjectTrustedCABundleLabel, "true"))
 		g.Expect(object[*storagev1.StorageClass](t, d, "storageclass.yaml").Provisioner).To(Equal(names.DriverName))
 		g.Expect(object[*snapshotv1.VolumeSnapshotClass](t, d, "volumesnapshotclass.yaml").Driver).To(Equal(names.DriverName))
+		g.Expect(object[*snapshotv1.VolumeSnapshotClass](t, d, "volumesnapshotclass_backup.yaml").Driver).To(Equal(names.DriverName))
 		for _, file := range []string{"node_rbac.yaml", "controller_rbac.yaml"} {
 			objs, err := d.Operand(file)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -240,4 +242,41 @@ func TestInstallLeaseRuleAgrees(t *testing.T) {
 		}
 	}
 	g.Expect(found).To(BeTrue(), "no lease rule in the guest Role")
+}
+
+// TestInstallGuestRulesAgree checks that both install sets' ClusterRole lets the guest manager do
+// what its opt-in features need: write per-zone StorageClasses of any name, the backup
+// VolumeSnapshotClass by name, watch the nodes' metadata and list claims.
+func TestInstallGuestRulesAgree(t *testing.T) {
+	for _, file := range []string{filepath.Join("install", "hypershift", "guest.yaml"), filepath.Join("install", "standalone", "operator.yaml")} {
+		t.Run("When "+file+" is read, it should grant the guest manager's feature verbs", func(t *testing.T) {
+			g := NewWithT(t)
+			b, err := os.ReadFile(file)
+			g.Expect(err).NotTo(HaveOccurred())
+			var rules []rbacv1.PolicyRule
+			for doc := range strings.SplitSeq(string(b), "\n---\n") {
+				role := &rbacv1.ClusterRole{}
+				g.Expect(yaml.Unmarshal([]byte(doc), role)).To(Succeed())
+				if role.Kind == "ClusterRole" && role.Name == "cinder-csi-operator" {
+					rules = append(rules, role.Rules...)
+				}
+			}
+			g.Expect(rules).NotTo(BeEmpty())
+			allows := func(group, resource, verb, name string) bool {
+				return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool {
+					return slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) &&
+						(len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, name))
+				})
+			}
+			for _, verb := range []string{"create", "patch", "delete"} {
+				g.Expect(allows("storage.k8s.io", "storageclasses", verb, "standard-csi-any-zone")).To(BeTrue(), "%s a per-zone StorageClass", verb)
+				g.Expect(allows("snapshot.storage.k8s.io", "volumesnapshotclasses", verb, names.BackupSnapshotClass)).To(BeTrue(), "%s %s", verb, names.BackupSnapshotClass)
+			}
+			for _, verb := range []string{"list", "watch"} {
+				g.Expect(allows("", "nodes", verb, "")).To(BeTrue(), "%s nodes", verb)
+			}
+			g.Expect(allows("", "persistentvolumeclaims", "list", "")).To(BeTrue(), "list claims")
+			g.Expect(allows("", "persistentvolumeclaims", "watch", "")).To(BeFalse(), "claims are never watched")
+		})
+	}
 }

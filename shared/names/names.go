@@ -290,6 +290,7 @@ var ControlPlaneConditions = []string{
 var GuestConditions = []string{
 	ConditionNodeAvailable, ConditionNodeProgressing, ConditionNodeDegraded,
 	ConditionStaticResourcesDegraded, ConditionStorageClassDegraded, ConditionGuestConfigDegraded,
+	ConditionZoneWarning,
 }
 
 // CSIOperatorConditions are the ClusterCSIDriver condition types csi-operator writes for this
@@ -381,4 +382,13 @@ const (
 	// ReasonLeaseReleased is the reason of the Normal Event recorded when the operator deletes a
 	// sidecar lease still held under the name of a controller pod that no longer exists.
 	ReasonLeaseReleased = "SidecarLeaseReleased"
+
+	// Reasons of ConditionZoneWarning while it is True, in the order a message names its causes.
+	// ReasonNodesOutsideVolumeZones: with topology on, nodes are in compute zones that are no
+	// volume zone (and that no per-zone class covers).
+	ReasonNodesOutsideVolumeZones = "NodesOutsideVolumeZones"
+	// ReasonZoneClassInUse: a per-zone class whose zone went away is kept for the claims using it.
+	ReasonZoneClassInUse = "ZoneClassInUse"
+	// ReasonZoneNameInvalid: a volume zone's name cannot name a StorageClass or a label value.
+	ReasonZoneNameInvalid = "ZoneNameInvalid"
 )

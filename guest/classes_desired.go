@@ -1,0 +1,261 @@
+package guest
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
+)
+
+// This file holds the classes next to standard-csi that the controlplane manager's decisions ask
+// for, through keys of the node copy of cloud-conf: the per-zone StorageClasses, the backup
+// VolumeSnapshotClass, and standard-csi's force-create.
+
+// topologyKey is the driver's topology key: the label the kubelet puts on a node from the node
+// plugin's NodeGetInfo, and the key of a StorageClass's allowedTopologies.
+const topologyKey = "topology.cinder.csi.openstack.org/zone"
+
+// Parameters of the driver's StorageClasses and VolumeSnapshotClasses.
+const (
+	paramAvailability = "availability"
+	paramForceCreate  = "force-create"
+)
+
+// features is what the node copy of cloud-conf decides for the classes. Known is false while the
+// node copy is missing or still csi-operator's: then nothing here is decided, and what exists is
+// left as it is.
+type features struct {
+	Known bool
+	// Topology is enable_topology "true".
+	Topology bool
+	// Classes are the per-zone classes (zone_classes); ClassesErr is set when the key does not
+	// decode, and then the classes are left as they are.
+	Classes    []zoneclasses.Class
+	ClassesErr error
+	// VolumeZones are the volume zones of the last listing that succeeded; nil before one did.
+	VolumeZones []string
+	// Backup is backup_snapshot_class "true"; BackupZone its backup_availability_zone.
+	Backup     bool
+	BackupZone string
+	// NoForceCreate is snapshot_force_create "false".
+	NoForceCreate bool
+}
+
+// readFeatures decodes the feature keys of the node copy, usable when it is the controlplane
+// manager's (see Desired).
+func readFeatures(cm *corev1.ConfigMap, usable bool) features {
+	if cm == nil || !usable {
+		return features{}
+	}
+	f := features{
+		Known:         true,
+		Topology:      cm.Data[names.KeyEnableTopology] == "true",
+		Backup:        cm.Data[names.KeyBackupSnapshotClass] == "true",
+		BackupZone:    strings.TrimSpace(cm.Data[names.KeyBackupAvailabilityZone]),
+		NoForceCreate: cm.Data[names.KeySnapshotForceCreate] == "false",
+	}
+	f.Classes, f.ClassesErr = zoneclasses.Decode(cm.Data[names.KeyZoneClasses])
+	if v, ok := cm.Data[names.KeyVolumeZones]; ok {
+		f.VolumeZones = []string{}
+		for z := range strings.SplitSeq(v, ",") {
+			if z = strings.TrimSpace(z); z != "" {
+				f.VolumeZones = append(f.VolumeZones, z)
+			}
+		}
+		slices.Sort(f.VolumeZones)
+	}
+	return f
+}
+
+// validZoneClass reports whether c's volume zone can name a StorageClass (a DNS subdomain) and be
+// the value of names.ZoneClassLabel. OpenStack allows zone names that cannot (upper case, blanks,
+// "_"); such a zone gets no class and the zone warning names it.
+func validZoneClass(c zoneclasses.Class) bool {
+	return len(validation.IsDNS1123Subdomain(c.Name())) == 0 && len(validation.IsValidLabelValue(c.VolumeZone)) == 0
+}
+
+// desiredZoneClass returns the per-zone StorageClass of c: standard-csi's shape (provisioner,
+// reclaim policy, binding mode, expansion, parameters) without the default-class annotation (the
+// operator never makes it the default), creating its volumes in c's volume zone and, when
+// topology is on, offered only to nodes of c's compute zones.
+func desiredZoneClass(d *manifests.Decoder, c zoneclasses.Class) (*storagev1.StorageClass, error) {
+	sc, err := desiredStorageClass(d, "")
+	if err != nil {
+		return nil, err
+	}
+	delete(sc.Annotations, names.DefaultStorageClassAnnotation)
+	if len(sc.Annotations) == 0 {
+		sc.Annotations = nil
+	}
+	sc.Name = c.Name()
+	sc.Labels[names.ZoneClassLabel] = c.VolumeZone
+	if sc.Parameters == nil {
+		sc.Parameters = map[string]string{}
+	}
+	sc.Parameters[paramAvailability] = c.VolumeZone
+	if len(c.ComputeZones) > 0 {
+		zones := slices.Sorted(slices.Values(c.ComputeZones))
+		sc.AllowedTopologies = []corev1.TopologySelectorTerm{{
+			MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: topologyKey, Values: zones}},
+		}}
+	}
+	return sc, nil
+}
+
+// zoneClassesLive returns the per-zone classes among all of the cluster's, by their label.
+func zoneClassesLive(all []storagev1.StorageClass) []*storagev1.StorageClass {
+	var out []*storagev1.StorageClass
+	for i := range all {
+		sc := &all[i]
+		if _, ok := sc.Labels[names.ZoneClassLabel]; ok && sc.Labels[names.ManagedByLabel] == names.ManagedByValue {
+			out = append(out, sc)
+		}
+	}
+	slices.SortFunc(out, func(a, b *storagev1.StorageClass) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// storageClassNeedsRecreate reports whether live differs from desired in a field an apply cannot
+// change. The API server refuses changes of provisioner, parameters, reclaimPolicy and
+// volumeBindingMode; allowedTopologies it lets change, but the create-and-update fallback (see
+// apply.UpdateFallback) cannot remove it when topology is turned off, so a change of it recreates
+// the class too. Deleting a StorageClass does not touch the volumes provisioned from it.
+func storageClassNeedsRecreate(live, desired *storagev1.StorageClass) bool {
+	if live == nil {
+		return false
+	}
+	policy := func(p *corev1.PersistentVolumeReclaimPolicy) corev1.PersistentVolumeReclaimPolicy {
+		if p == nil {
+			return corev1.PersistentVolumeReclaimDelete // the API server's default
+		}
+		return *p
+	}
+	mode := func(m *storagev1.VolumeBindingMode) storagev1.VolumeBindingMode {
+		if m == nil {
+			return storagev1.VolumeBindingImmediate // the API server's default
+		}
+		return *m
+	}
+	return live.Provisioner != desired.Provisioner ||
+		!maps.Equal(live.Parameters, desired.Parameters) ||
+		policy(live.ReclaimPolicy) != policy(desired.ReclaimPolicy) ||
+		mode(live.VolumeBindingMode) != mode(desired.VolumeBindingMode) ||
+		!sameTopologies(live.AllowedTopologies, desired.AllowedTopologies)
+}
+
+// sameTopologies compares two allowedTopologies, the order of values aside.
+func sameTopologies(a, b []corev1.TopologySelectorTerm) bool {
+	canon := func(terms []corev1.TopologySelectorTerm) []string {
+		var out []string
+		for _, t := range terms {
+			var reqs []string
+			for _, r := range t.MatchLabelExpressions {
+				reqs = append(reqs, r.Key+"="+strings.Join(slices.Sorted(slices.Values(r.Values)), ","))
+			}
+			slices.Sort(reqs)
+			out = append(out, strings.Join(reqs, ";"))
+		}
+		return out
+	}
+	return slices.Equal(canon(a), canon(b))
+}
+
+// snapshotForceCreate returns standard-csi's force-create: "true" unless the user opted out. While
+// the node copy is not known, the live class keeps its value (csi-operator's "false" included),
+// so that a switch from csi-operator does not flip it twice.
+func snapshotForceCreate(f features, live *snapshotv1.VolumeSnapshotClass) string {
+	switch {
+	case f.Known && f.NoForceCreate:
+		return "false"
+	case f.Known:
+		return "true"
+	case live != nil && live.Parameters[paramForceCreate] != "":
+		return live.Parameters[paramForceCreate]
+	}
+	return "true"
+}
+
+// desiredBackupSnapshotClass returns the VolumeSnapshotClass whose snapshots are Cinder backups,
+// in zone when set, with standard-csi's force-create.
+func desiredBackupSnapshotClass(d *manifests.Decoder, zone, forceCreate string) (*snapshotv1.VolumeSnapshotClass, error) {
+	vsc, err := manifests.Object[*snapshotv1.VolumeSnapshotClass](d, "volumesnapshotclass_backup.yaml")
+	if err != nil {
+		return nil, err
+	}
+	plan.Managed(vsc)
+	if vsc.Parameters == nil {
+		vsc.Parameters = map[string]string{}
+	}
+	if zone != "" {
+		vsc.Parameters[paramAvailability] = zone
+	}
+	vsc.Parameters[paramForceCreate] = forceCreate
+	return vsc, nil
+}
+
+// snapshotClassNeedsRecreate reports whether live holds a parameter desired no longer sets (the
+// backups' zone unset). VolumeSnapshotClass parameters are mutable (the CRD has no rule against a
+// change), and an apply removes such a key, but the create-and-update fallback cannot.
+func snapshotClassNeedsRecreate(live, desired *snapshotv1.VolumeSnapshotClass) bool {
+	if live == nil {
+		return false
+	}
+	for k := range live.Parameters {
+		if _, ok := desired.Parameters[k]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// zoneClassPlan is what the per-zone classes add to a plan under storageClassState Managed.
+type zoneClassPlan struct {
+	Apply    []*storagev1.StorageClass
+	Recreate []*storagev1.StorageClass
+	// Retire are live per-zone classes no longer asked for, deleted unless a claim uses them.
+	Retire []string
+	// Invalid are volume zones that cannot name a class.
+	Invalid []string
+}
+
+// planZoneClasses computes the per-zone classes for f against the live classes.
+func planZoneClasses(d *manifests.Decoder, f features, live []*storagev1.StorageClass) (zoneClassPlan, error) {
+	var zp zoneClassPlan
+	byName := map[string]*storagev1.StorageClass{}
+	for _, sc := range live {
+		byName[sc.Name] = sc
+	}
+	wanted := map[string]bool{}
+	for _, c := range f.Classes {
+		if !validZoneClass(c) {
+			zp.Invalid = append(zp.Invalid, c.VolumeZone)
+			continue
+		}
+		sc, err := desiredZoneClass(d, c)
+		if err != nil {
+			return zp, fmt.Errorf("computing StorageClass %s: %w", c.Name(), err)
+		}
+		wanted[sc.Name] = true
+		zp.Apply = append(zp.Apply, sc)
+		if storageClassNeedsRecreate(byName[sc.Name], sc) {
+			zp.Recreate = append(zp.Recreate, sc)
+		}
+	}
+	for _, sc := range live {
+		if !wanted[sc.Name] {
+			zp.Retire = append(zp.Retire, sc.Name)
+		}
+	}
+	slices.Sort(zp.Invalid)
+	return zp, nil
+}

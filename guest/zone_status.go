@@ -1,0 +1,186 @@
+package guest
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	operatorv1 "github.com/openshift/api/operator/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+// zoneLabel is the well-known zone label of a node; the kubelet sets it from the cloud provider.
+// A node without it may still carry the driver's topologyKey, set from the node plugin.
+const zoneLabel = corev1.LabelTopologyZone
+
+// zoneListMax is how many zones or classes a message names before "and N more".
+const zoneListMax = 3
+
+// nodeComputeZone returns the compute zone of a node from its labels: the well-known zone label,
+// else the driver's topology label; "" when it has neither.
+func nodeComputeZone(labels map[string]string) string {
+	if z := labels[zoneLabel]; z != "" {
+		return z
+	}
+	return labels[topologyKey]
+}
+
+// nodeZones counts the nodes of each compute zone; nodes without a zone are left out.
+func nodeZones(nodes []metav1.PartialObjectMetadata) map[string]int {
+	out := map[string]int{}
+	for _, n := range nodes {
+		if z := nodeComputeZone(n.Labels); z != "" {
+			out[z]++
+		}
+	}
+	return out
+}
+
+// claimsByClass counts, for each of classes, the claims that use it. A claim uses a class when it
+// names it (spec.storageClassName) and is Bound or Pending: a bound claim's volume can still be
+// expanded, which needs its class, and a pending claim is still to be provisioned from it. A Lost
+// claim has no volume left to serve. The beta annotation some old claims carry instead of the
+// field counts as naming the class.
+func claimsByClass(claims []corev1.PersistentVolumeClaim, classes []string) map[string]int {
+	out := map[string]int{}
+	for _, c := range claims {
+		name := c.Annotations[corev1.BetaStorageClassAnnotation]
+		if c.Spec.StorageClassName != nil {
+			name = *c.Spec.StorageClassName
+		}
+		if !slices.Contains(classes, name) {
+			continue
+		}
+		switch c.Status.Phase {
+		case corev1.ClaimBound, corev1.ClaimPending, "":
+			out[name]++
+		}
+	}
+	return out
+}
+
+// zoneInputs is what the zone warning is computed from.
+type zoneInputs struct {
+	Features features
+	// NodeZones counts the nodes of each compute zone; nil when the nodes were not read (topology
+	// off, no zone listing yet, or the operator may not watch nodes).
+	NodeZones map[string]int
+	// Kept counts the claims of each per-zone class kept because claims use it.
+	Kept map[string]int
+	// InvalidZones are the volume zones that cannot name a per-zone class.
+	InvalidZones []string
+}
+
+// watchesNodes reports whether the zone warning needs the nodes: topology on and the volume zones
+// known.
+func watchesNodes(f features) bool {
+	return f.Known && f.Topology && f.VolumeZones != nil
+}
+
+// setZoneWarning sets the zone warning: True while nodes are in a compute zone that is no volume
+// zone, where claims of standard-csi cannot be provisioned under topology, a per-zone class is kept for its claims, or a volume zone
+// cannot name a class; else False.
+func setZoneWarning(st *conditions.Set, in zoneInputs) {
+	v := zoneWarning(in)
+	st.Set(names.ConditionZoneWarning, v.Status, v.Reason, v.Message)
+}
+
+// zoneWarning computes the zone warning's verdict; see setZoneWarning.
+func zoneWarning(in zoneInputs) conditions.Verdict {
+	var reasons, msgs []string
+	if zones, nodes := strandedZones(in); len(zones) > 0 {
+		reasons = append(reasons, names.ReasonNodesOutsideVolumeZones)
+		msgs = append(msgs, fmt.Sprintf("%s %s (%s) %s no Cinder volume zone of the same name, and topology is on: "+
+			"claims of StorageClass %s cannot be provisioned on %s nodes. Map these compute zones to volume zones with zone_mapping "+
+			"and set zone_storage_classes \"true\" in ConfigMap %s/%s, then use the per-zone classes; or set enable_topology \"false\" there.",
+			pluralWord(len(zones), "Compute zone", "Compute zones"), listSome(zones), plural(nodes, "node"), verb(len(zones)),
+			names.StorageClass, pluralWord(len(zones), "its", "their"), names.OpenShiftConfigNamespace, names.UserConfigMap))
+	}
+	if len(in.Kept) > 0 {
+		classes := slices.Sorted(maps.Keys(in.Kept))
+		claims := 0
+		for _, n := range in.Kept {
+			claims += n
+		}
+		reasons = append(reasons, names.ReasonZoneClassInUse)
+		msgs = append(msgs, fmt.Sprintf("%s %s %s kept because %s %s %s, although %s no longer asked for (%s volume %s went away, or zone_storage_classes was turned off): "+
+			"new claims of %s would be provisioned into a zone that may be gone. Delete those claims to have %s removed, or keep %s by asking for %s again "+
+			"(zone_storage_classes \"true\" and, for a compute zone of another name, zone_mapping in ConfigMap %s/%s).",
+			pluralWord(len(classes), "StorageClass", "StorageClasses"), listSome(classes), isAre(len(classes)),
+			plural(claims, "claim"), pluralWord(claims, "uses", "use"), pluralWord(len(classes), "it", "them"),
+			pluralWord(len(classes), "it is", "they are"), pluralWord(len(classes), "its", "their"), pluralWord(len(classes), "zone", "zones"),
+			pluralWord(len(classes), "it", "them"), pluralWord(len(classes), "the class", "the classes"), pluralWord(len(classes), "it", "them"),
+			pluralWord(len(classes), "it", "them"), names.OpenShiftConfigNamespace, names.UserConfigMap))
+	}
+	if len(in.InvalidZones) > 0 {
+		reasons = append(reasons, names.ReasonZoneNameInvalid)
+		msgs = append(msgs, fmt.Sprintf("%s %s cannot name a StorageClass (lower-case letters, digits, '-' and '.' only), so %s no per-zone class.",
+			pluralWord(len(in.InvalidZones), "Volume zone", "Volume zones"), quoteSome(in.InvalidZones),
+			pluralWord(len(in.InvalidZones), "it gets", "they get")))
+	}
+	if len(reasons) == 0 {
+		return conditions.Verdict{Status: operatorv1.ConditionFalse, Reason: names.ReasonAsExpected}
+	}
+	return conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: reasons[0], Message: strings.Join(msgs, " ")}
+}
+
+// strandedZones returns the compute zones, sorted, whose nodes cannot get a volume of standard-csi
+// under topology, and how many nodes they hold: the driver creates a claim's volume in the zone of
+// the node its pod was placed on, so a compute zone that is no volume zone fails every such claim.
+// A per-zone class mapped to the zone does not change that for standard-csi (the default class),
+// so the warning stays while such nodes exist; its message names both ways out.
+func strandedZones(in zoneInputs) ([]string, int) {
+	if in.NodeZones == nil || !watchesNodes(in.Features) {
+		return nil, 0
+	}
+	var zones []string
+	nodes := 0
+	for z, n := range in.NodeZones {
+		if !slices.Contains(in.Features.VolumeZones, z) {
+			zones = append(zones, z)
+			nodes += n
+		}
+	}
+	slices.Sort(zones)
+	return zones, nodes
+}
+
+// listSome joins sorted items, naming at most zoneListMax and counting the rest.
+func listSome(items []string) string {
+	if len(items) <= zoneListMax {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:zoneListMax], ", "), len(items)-zoneListMax)
+}
+
+// quoteSome is listSome of the items quoted: a zone name that cannot name a class may hold blanks.
+func quoteSome(items []string) string {
+	q := make([]string, len(items))
+	for i, s := range items {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return listSome(q)
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func pluralWord(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func verb(n int) string { return pluralWord(n, "has", "have") }
+
+func isAre(n int) string { return pluralWord(n, "is", "are") }

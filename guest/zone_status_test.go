@@ -1,0 +1,168 @@
+package guest
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	operatorv1 "github.com/openshift/api/operator/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
+)
+
+func node(name string, labels map[string]string) metav1.PartialObjectMetadata {
+	return metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+func TestNodeZones(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	got := nodeZones([]metav1.PartialObjectMetadata{
+		node("a", map[string]string{zoneLabel: "az1"}),
+		node("b", map[string]string{zoneLabel: "az1", topologyKey: "other"}),
+		node("c", map[string]string{topologyKey: "az2"}),
+		node("d", nil),
+	})
+	g.Expect(got).To(Equal(map[string]int{"az1": 2, "az2": 1}))
+}
+
+func TestClaimsByClass(t *testing.T) {
+	t.Parallel()
+	claim := func(class *string, beta string, phase corev1.PersistentVolumeClaimPhase) corev1.PersistentVolumeClaim {
+		c := corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: class}, Status: corev1.PersistentVolumeClaimStatus{Phase: phase}}
+		if beta != "" {
+			c.Annotations = map[string]string{corev1.BetaStorageClassAnnotation: beta}
+		}
+		return c
+	}
+	classes := []string{"standard-csi-a", "standard-csi-b"}
+	for _, tt := range []struct {
+		name   string
+		claims []corev1.PersistentVolumeClaim
+		want   map[string]int
+	}{
+		{name: "When no claim names the classes, it should count none", claims: []corev1.PersistentVolumeClaim{claim(ptr.To("standard-csi"), "", corev1.ClaimBound)}, want: map[string]int{}},
+		{name: "When claims are Bound or Pending, it should count them", claims: []corev1.PersistentVolumeClaim{
+			claim(ptr.To("standard-csi-a"), "", corev1.ClaimBound), claim(ptr.To("standard-csi-a"), "", corev1.ClaimPending),
+			claim(ptr.To("standard-csi-b"), "", corev1.ClaimBound),
+		}, want: map[string]int{"standard-csi-a": 2, "standard-csi-b": 1}},
+		{name: "When a claim is Lost, it should not count it", claims: []corev1.PersistentVolumeClaim{claim(ptr.To("standard-csi-a"), "", corev1.ClaimLost)}, want: map[string]int{}},
+		{name: "When a claim names the class by the beta annotation, it should count it", claims: []corev1.PersistentVolumeClaim{claim(nil, "standard-csi-b", corev1.ClaimBound)}, want: map[string]int{"standard-csi-b": 1}},
+		{name: "When the field and the annotation differ, it should follow the field", claims: []corev1.PersistentVolumeClaim{claim(ptr.To("other"), "standard-csi-b", corev1.ClaimBound)}, want: map[string]int{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			NewWithT(t).Expect(claimsByClass(tt.claims, classes)).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestZoneWarning(t *testing.T) {
+	t.Parallel()
+	on := features{Known: true, Topology: true, VolumeZones: []string{"nova"}}
+	const nodesFix = "Map these compute zones to volume zones with zone_mapping and set zone_storage_classes \"true\" in ConfigMap openshift-config/cinder-csi-config, then use the per-zone classes; or set enable_topology \"false\" there."
+	asExpected := conditions.Verdict{Status: operatorv1.ConditionFalse, Reason: names.ReasonAsExpected}
+	for _, tt := range []struct {
+		name string
+		in   zoneInputs
+		want conditions.Verdict
+	}{
+		{name: "When every node is in a volume zone, it should be False", in: zoneInputs{Features: on, NodeZones: map[string]int{"nova": 3}}, want: asExpected},
+		{name: "When topology is off, it should be False whatever the nodes' zones", in: zoneInputs{
+			Features: features{Known: true, VolumeZones: []string{"nova"}}, NodeZones: map[string]int{"az1": 3}}, want: asExpected},
+		{name: "When no zone listing succeeded yet, it should be False", in: zoneInputs{
+			Features: features{Known: true, Topology: true}, NodeZones: map[string]int{"az1": 3}}, want: asExpected},
+		{name: "When the nodes were not read, it should be False", in: zoneInputs{Features: on}, want: asExpected},
+		{name: "When nodes are in one compute zone that is no volume zone, it should say which and how to fix it", in: zoneInputs{
+			Features: on, NodeZones: map[string]int{"nova": 2, "az1": 1}},
+			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonNodesOutsideVolumeZones,
+				Message: "Compute zone az1 (1 node) has no Cinder volume zone of the same name, and topology is on: claims of StorageClass standard-csi cannot be provisioned on its nodes. " + nodesFix}},
+		{name: "When nodes are in many such zones, it should name a few sorted and count the rest", in: zoneInputs{
+			Features: on, NodeZones: map[string]int{"e": 1, "d": 1, "c": 2, "b": 1, "a": 5}},
+			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonNodesOutsideVolumeZones,
+				Message: "Compute zones a, b, c and 2 more (10 nodes) have no Cinder volume zone of the same name, and topology is on: claims of StorageClass standard-csi cannot be provisioned on their nodes. " + nodesFix}},
+		{name: "When a per-zone class is mapped to the compute zone, it should still warn: standard-csi's claims there fail", in: zoneInputs{
+			Features: features{Known: true, Topology: true, VolumeZones: []string{"nova"}, Classes: []zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"az1"}}}},
+			NodeZones: map[string]int{"az1": 4}},
+			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonNodesOutsideVolumeZones,
+				Message: "Compute zone az1 (4 nodes) has no Cinder volume zone of the same name, and topology is on: claims of StorageClass standard-csi cannot be provisioned on its nodes. " + nodesFix}},
+		{name: "When a per-zone class is kept for its claims, it should say which, why and what to do", in: zoneInputs{
+			Features: on, Kept: map[string]int{"standard-csi-old": 2}},
+			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonZoneClassInUse,
+				Message: "StorageClass standard-csi-old is kept because 2 claims use it, although it is no longer asked for (its volume zone went away, or zone_storage_classes was turned off): " +
+					"new claims of it would be provisioned into a zone that may be gone. Delete those claims to have the class removed, or keep it by asking for it again " +
+					"(zone_storage_classes \"true\" and, for a compute zone of another name, zone_mapping in ConfigMap openshift-config/cinder-csi-config)."}},
+		{name: "When a volume zone cannot name a class, it should name it", in: zoneInputs{Features: on, InvalidZones: []string{"AZ 1"}},
+			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonZoneNameInvalid,
+				Message: `Volume zone "AZ 1" cannot name a StorageClass (lower-case letters, digits, '-' and '.' only), so it gets no per-zone class.`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			NewWithT(t).Expect(zoneWarning(tt.in)).To(Equal(tt.want))
+		})
+	}
+
+	t.Run("When several causes hold, it should give the first's reason and every message", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		v := zoneWarning(zoneInputs{Features: on, NodeZones: map[string]int{"az1": 1}, Kept: map[string]int{"standard-csi-a": 1, "standard-csi-b": 1}})
+		g.Expect(v.Reason).To(Equal(names.ReasonNodesOutsideVolumeZones))
+		g.Expect(v.Message).To(ContainSubstring("Compute zone az1 (1 node)"))
+		g.Expect(v.Message).To(ContainSubstring("StorageClasses standard-csi-a, standard-csi-b are kept because 2 claims use them, although they are no longer asked for (their volume zones went away"))
+	})
+}
+
+func TestNodeZonesOnly(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	in := &metav1.PartialObjectMetadata{
+		TypeMeta: nodeMetadata().TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u", ResourceVersion: "7",
+			Labels:        map[string]string{zoneLabel: "az1", topologyKey: "az1", "kubernetes.io/hostname": "n"},
+			Annotations:   map[string]string{"big": "value"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+		},
+	}
+	out, err := nodeZonesOnly(in)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(Equal(&metav1.PartialObjectMetadata{
+		TypeMeta:   nodeMetadata().TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u", ResourceVersion: "7", Labels: map[string]string{zoneLabel: "az1", topologyKey: "az1"}},
+	}))
+	other := "tombstone"
+	g.Expect(nodeZonesOnly(other)).To(Equal(other))
+}
+
+func TestNodeZoneChanged(t *testing.T) {
+	t.Parallel()
+	n := func(labels map[string]string) *metav1.PartialObjectMetadata {
+		o := node("n", labels)
+		return &o
+	}
+	for _, tt := range []struct {
+		name     string
+		old, new map[string]string
+		want     bool
+	}{
+		{name: "When nothing about the zone changed, it should not pass", old: map[string]string{zoneLabel: "a"}, new: map[string]string{zoneLabel: "a"}},
+		{name: "When the zone label changed, it should pass", old: map[string]string{zoneLabel: "a"}, new: map[string]string{zoneLabel: "b"}, want: true},
+		{name: "When the driver's label appeared on a node without a zone label, it should pass", old: nil, new: map[string]string{topologyKey: "a"}, want: true},
+		{name: "When the driver's label changed under a zone label, it should not pass", old: map[string]string{zoneLabel: "a", topologyKey: "x"}, new: map[string]string{zoneLabel: "a", topologyKey: "y"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			NewWithT(t).Expect(nodeZoneChanged.Update(event.UpdateEvent{ObjectOld: n(tt.old), ObjectNew: n(tt.new)})).To(Equal(tt.want))
+		})
+	}
+	t.Run("When a node is added or deleted, it should pass", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		g.Expect(nodeZoneChanged.Create(event.CreateEvent{Object: n(nil)})).To(BeTrue())
+		g.Expect(nodeZoneChanged.Delete(event.DeleteEvent{Object: n(nil)})).To(BeTrue())
+	})
+}
