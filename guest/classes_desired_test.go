@@ -284,7 +284,7 @@ func TestNodeCloudConfHash(t *testing.T) {
 	t.Run("When the controlplane manager adds its decisions, it should not change the hash", func(t *testing.T) {
 		t.Parallel()
 		NewWithT(t).Expect(hash(with(map[string]string{
-			names.KeyZoneClasses: `[{"volumeZone":"nova"}]`, names.KeyVolumeZones: "nova",
+			names.KeyZoneClasses: `[{"volumeZone":"nova"}]`, names.KeyVolumeZones: "nova", names.KeyComputeZones: "nova",
 			names.KeyBackupSnapshotClass: "true", names.KeyBackupAvailabilityZone: "z", names.KeySnapshotForceCreate: "false",
 		}))).To(Equal(hash(nodeKeys)))
 	})
