@@ -60,7 +60,8 @@ type State struct {
 // Its Apply holds the static objects (a ClusterRole before the binding that references it), the
 // DaemonSet, the StorageClasses (standard-csi and the per-zone classes) and the
 // VolumeSnapshotClasses (standard-csi and, when asked for, the backup class); its Delete holds the
-// StorageClasses under storageClassState Removed, the backup class when not asked for, and under
+// StorageClasses under storageClassState Removed, the backup class when it exists but is no longer
+// asked for, and under
 // managementState Removed everything this manager creates.
 type Plan struct {
 	plan.Base
@@ -216,7 +217,10 @@ func (p *Plan) snapshotClasses(d *manifests.Decoder, s State) error {
 		return err
 	}
 	if !p.Features.Backup {
-		p.Delete = append(p.Delete, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(backup)})
+		// Turned off, or never asked for: deleted when it exists.
+		if s.BackupSnapshotClass != nil {
+			p.Delete = append(p.Delete, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(backup)})
+		}
 		return nil
 	}
 	p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: backup})

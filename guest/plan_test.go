@@ -63,9 +63,7 @@ func TestDesired(t *testing.T) {
 			g := NewWithT(t)
 			p := desiredPlan(t, testConfig(tt.hyperShift), testState(tt.hyperShift, tt.topology))
 			g.Expect(p.Problems).To(BeEmpty())
-			// Only the backup VolumeSnapshotClass, not asked for (a delete of a missing object
-			// sends nothing).
-			g.Expect(testutil.StepNames(p.Delete)).To(Equal([]string{"guest/VolumeSnapshotClass//" + names.BackupSnapshotClass}))
+			g.Expect(p.Delete).To(BeEmpty())
 			for _, s := range p.Apply {
 				g.Expect(s.Cluster).To(Equal(plan.Guest))
 			}
@@ -361,9 +359,11 @@ func TestDesiredSnapshotClasses(t *testing.T) {
 		wantDelete   bool
 		wantRecreate []string
 	}{
-		{name: "When nothing is asked for, it should force-create and delete the backup class", usable: true, crd: true, wantForce: "true", wantDelete: true},
+		{name: "When nothing is asked for, it should force-create and plan no backup class", usable: true, crd: true, wantForce: "true"},
+		{name: "When the backup class is turned off, it should delete it", usable: true, crd: true, wantForce: "true",
+			backup: liveVSC(names.BackupSnapshotClass, map[string]string{"type": "backup", paramForceCreate: "true"}), wantDelete: true},
 		{name: "When csi-operator's class is live, it should update its force-create in place", usable: true, crd: true,
-			live: liveVSC(names.VolumeSnapshotCls, map[string]string{paramForceCreate: "false"}), wantForce: "true", wantDelete: true},
+			live: liveVSC(names.VolumeSnapshotCls, map[string]string{paramForceCreate: "false"}), wantForce: "true"},
 		{name: "When the user opts out of force-create, it should set false on both classes", usable: true, crd: true,
 			data:      map[string]string{names.KeySnapshotForceCreate: "false", names.KeyBackupSnapshotClass: "true"},
 			wantForce: "false", wantBackup: map[string]string{"type": "backup", paramForceCreate: "false"}},
