@@ -87,7 +87,7 @@ func TestZoneWarning(t *testing.T) {
 			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonNodesOutsideVolumeZones,
 				Message: "Compute zones a, b, c and 2 more (10 nodes) have no Cinder volume zone of the same name, and topology is on: claims of StorageClass standard-csi cannot be provisioned on their nodes. " + nodesFix}},
 		{name: "When a per-zone class is mapped to the compute zone, it should still warn: standard-csi's claims there fail", in: zoneInputs{
-			Features: features{Known: true, Topology: true, VolumeZones: []string{"nova"}, Classes: []zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"az1"}}}},
+			Features:  features{Known: true, Topology: true, VolumeZones: []string{"nova"}, Classes: []zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"az1"}}}},
 			NodeZones: map[string]int{"az1": 4}},
 			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonNodesOutsideVolumeZones,
 				Message: "Compute zone az1 (4 nodes) has no Cinder volume zone of the same name, and topology is on: claims of StorageClass standard-csi cannot be provisioned on its nodes. " + nodesFix}},
