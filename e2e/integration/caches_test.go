@@ -125,6 +125,12 @@ func TestCaches(t *testing.T) {
 			// The VolumeSnapshotClass CRD may not exist when the cache is built, which
 			// rules out per-kind cache options (they need the kind's REST mapping).
 			"volumesnapshotclasses": {},
+			// Nodes, metadata only and trimmed to their zone labels in the cache, for the zone
+			// warning while topology is on: a node's zone may be either of two labels, which no
+			// one selector can ask for.
+			"nodes": {},
+			// Claims are listed (never watched) only while a per-zone class is to be retired.
+			"persistentvolumeclaims": {},
 		}
 		watched := map[string]bool{}
 		for _, r := range listsAndWatches(requests("guest", guestHost)) {
