@@ -50,7 +50,6 @@ func featureConfig(blockStorage string) map[string]string {
 
 func features(t *testing.T, w *world) {
 	ctx := context.Background()
-	g := NewWithT(t)
 	w.OpenStack.SetComputeZones(fakeopenstack.Zone{Name: w.Zone, Available: true}, fakeopenstack.Zone{Name: computeOnlyZone, Available: true})
 	w.OpenStack.SetVolumeZones(fakeopenstack.Zone{Name: w.Zone, Available: true}, fakeopenstack.Zone{Name: volumeOnlyZone, Available: true})
 	// Two backends in the node's zone, for placement hints to choose between; they stay after the
@@ -68,6 +67,7 @@ func features(t *testing.T, w *world) {
 	ns := w.namespace(t, "zones")
 
 	t.Run("When the configuration holds a [Global] section, an unknown [BlockStorage] key and no attach limit, warnings should say so without echoing values, and clear within seconds of the fix", func(t *testing.T) {
+		g := NewWithT(t)
 		w.setUserConfig(t, map[string]string{names.KeyUserConfig: "[Global]\npassword = not-for-the-guest\n[BlockStorage]\nno-such-key = 1\n"})
 		var keys, limit operatorv1.OperatorCondition
 		g.Eventually(func(g Gomega) {
@@ -104,6 +104,7 @@ func features(t *testing.T, w *world) {
 	})
 
 	t.Run("When OpenStack stops answering the zone listing, TopologyDegraded should rise and clear within seconds of its return", func(t *testing.T) {
+		g := NewWithT(t)
 		w.OpenStack.SetFault(fakeopenstack.EndpointVolume, fakeopenstack.FaultServerError)
 		g.Eventually(func(g Gomega) {
 			g.Expect(w.condition(g, names.ConditionTopologyDegraded).Status).To(Equal(operatorv1.ConditionTrue))
@@ -117,6 +118,7 @@ func features(t *testing.T, w *world) {
 	})
 
 	t.Run("When per-zone classes are asked for with topology off, each volume zone should get a class that pods use; with topology on, classes should pin the compute zones, the mapped pair included", func(t *testing.T) {
+		g := NewWithT(t)
 		g.Expect(w.driverTopology(g)).To(Equal("false"), "a compute zone Cinder does not have turns topology off")
 		for _, zone := range []string{w.Zone, volumeOnlyZone} {
 			sc := w.zoneClass(g, zone, nil)
@@ -148,6 +150,7 @@ func features(t *testing.T, w *world) {
 	})
 
 	t.Run("When a node is in a compute zone no volume zone serves under topology, a warning should say so and clear within seconds once the node is not", func(t *testing.T) {
+		g := NewWithT(t)
 		w.labelNodeZone(t, computeOnlyZone)
 		var c operatorv1.OperatorCondition
 		g.Eventually(func(g Gomega) {
@@ -165,6 +168,7 @@ func features(t *testing.T, w *world) {
 	})
 
 	t.Run("When a volume zone goes away while a claim uses its class, the class should stay with a warning until the claim is gone", func(t *testing.T) {
+		g := NewWithT(t)
 		w.OpenStack.SetVolumeZones(fakeopenstack.Zone{Name: w.Zone, Available: true})
 		class := zoneclasses.ClassPrefix + volumeOnlyZone
 		var c operatorv1.OperatorCondition
@@ -177,6 +181,8 @@ func features(t *testing.T, w *world) {
 		g.Expect(w.Guest.Get(ctx, client.ObjectKey{Name: class}, &storagev1.StorageClass{})).To(Succeed(), "the class a claim uses is kept")
 
 		gone := took(t, "class deleted after its last claim")
+		// A claim stays while a pod that used it exists, even one that has ended.
+		w.deletePod(t, ns, "in-"+volumeOnlyZone)
 		g.Expect(w.Guest.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "in-" + volumeOnlyZone}})).To(Succeed())
 		g.Eventually(func(g Gomega) {
 			err := w.Guest.Get(ctx, client.ObjectKey{Name: class}, &storagev1.StorageClass{})
@@ -188,6 +194,7 @@ func features(t *testing.T, w *world) {
 	})
 
 	t.Run("When a claim in use is snapshotted to a Cinder backup, a claim restored from it should have the data after the source volume is deleted", func(t *testing.T) {
+		g := NewWithT(t)
 		g.Eventually(func(g Gomega) {
 			g.Expect(w.condition(g, names.ConditionBackupWarning).Status).To(Equal(operatorv1.ConditionFalse))
 			vsc := &snapshotv1.VolumeSnapshotClass{}
@@ -218,6 +225,7 @@ func features(t *testing.T, w *world) {
 	})
 
 	t.Run("When Cinder's backup service goes down, a warning should say so and clear within seconds of its return", func(t *testing.T) {
+		g := NewWithT(t)
 		w.OpenStack.SetBackupServices(fakeopenstack.BackupService{Zone: w.Zone, Down: true})
 		var c operatorv1.OperatorCondition
 		g.Eventually(func(g Gomega) {
@@ -234,6 +242,7 @@ func features(t *testing.T, w *world) {
 	})
 
 	t.Run("When a claim asks for anti-affinity with another claim's volume, Cinder should place it on another backend, and with affinity on the same", func(t *testing.T) {
+		g := NewWithT(t)
 		ns := w.namespace(t, "placement")
 		g.Expect(w.Guest.Create(ctx, claim(ns, "first", "", "1Gi"))).To(Succeed())
 		w.runToEnd(t, w.pod(ns, "first", "first", "true", corev1.RestartPolicyNever))
@@ -266,6 +275,7 @@ func features(t *testing.T, w *world) {
 	})
 
 	t.Run("When the features are turned off again, their classes should be deleted and the warnings clear", func(t *testing.T) {
+		g := NewWithT(t)
 		off := took(t, "features off")
 		g.Expect(w.Guest.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: names.OpenShiftConfigNamespace, Name: names.UserConfigMap}})).To(Succeed())
 		w.OpenStack.SetComputeZones(fakeopenstack.Zone{Name: w.Zone, Available: true})
@@ -282,6 +292,7 @@ func features(t *testing.T, w *world) {
 			err := w.Guest.Get(ctx, client.ObjectKey{Name: names.BackupSnapshotClass}, &snapshotv1.VolumeSnapshotClass{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the backup class is deleted: %v", err)
 		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+		g.Expect(w.Guest.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))).To(Succeed())
 		g.Expect(w.Guest.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(ns))).To(Succeed())
 		g.Eventually(func(g Gomega) {
 			scs := &storagev1.StorageClassList{}
