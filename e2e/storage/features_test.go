@@ -119,7 +119,10 @@ func features(t *testing.T, w *world) {
 
 	t.Run("When per-zone classes are asked for with topology off, each volume zone should get a class that pods use; with topology on, classes should pin the compute zones, the mapped pair included", func(t *testing.T) {
 		g := NewWithT(t)
-		g.Expect(w.driverTopology(g)).To(Equal("false"), "a compute zone Cinder does not have turns topology off")
+		g.Eventually(func(g Gomega) {
+			g.Expect(w.driverTopology(g)).To(Equal("false"), "a compute zone Cinder does not have turns topology off")
+		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+		w.waitAvailable(t)
 		for _, zone := range []string{w.Zone, volumeOnlyZone} {
 			sc := w.zoneClass(g, zone, nil)
 			g.Expect(sc.Annotations).NotTo(HaveKey(names.DefaultStorageClassAnnotation))
@@ -142,8 +145,10 @@ func features(t *testing.T, w *world) {
 		w.zoneClass(g, w.Zone, []string{w.Zone})
 		w.zoneClass(g, volumeOnlyZone, []string{computeOnlyZone})
 		pinned()
+		g.Eventually(func(g Gomega) {
+			g.Expect(w.driverTopology(g)).To(Equal("true"))
+		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 		w.waitAvailable(t)
-		g.Expect(w.driverTopology(g)).To(Equal("true"))
 		g.Expect(w.Guest.Create(ctx, claim(ns, "pinned", zoneclasses.ClassPrefix+w.Zone, "1Gi"))).To(Succeed())
 		w.runToEnd(t, w.pod(ns, "pinned", "pinned", "true", corev1.RestartPolicyNever))
 		g.Expect(pvZones(w.waitBound(t, ns, "pinned"))).To(ConsistOf(w.Zone))
@@ -300,9 +305,11 @@ func features(t *testing.T, w *world) {
 			g.Expect(scs.Items).To(BeEmpty())
 			g.Expect(w.condition(g, names.ConditionZoneWarning).Status).To(Equal(operatorv1.ConditionFalse))
 		}).WithTimeout(2 * podTimeout).WithPolling(poll).Should(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(w.driverTopology(g)).To(Equal("true"))
+		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 		w.waitAvailable(t)
 		off()
-		g.Expect(w.driverTopology(g)).To(Equal("true"))
 	})
 }
 
