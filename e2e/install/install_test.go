@@ -62,7 +62,7 @@ func TestHyperShiftInstall(t *testing.T) {
 			"get the guest admin kubeconfig":    mgmt.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: names.GuestKubeconfigSecret}, &corev1.Secret{}),
 			"list the HCP namespace's Secrets":  mgmt.List(ctx, &corev1.SecretList{}, client.InNamespace(e.Namespace)),
 			"list Secrets of another namespace": mgmt.List(ctx, &corev1.SecretList{}, client.InNamespace(metav1.NamespaceSystem)),
-			"list guest Nodes":                  guest.List(ctx, &corev1.NodeList{}),
+			"delete a guest Node":               guest.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "any"}}),
 			"list guest Secrets":                guest.List(ctx, &corev1.SecretList{}, client.InNamespace(names.GuestNamespace)),
 		} {
 			g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", what, err)
@@ -146,7 +146,7 @@ func TestStandaloneInstall(t *testing.T) {
 		for what, err := range map[string]error{
 			"list its namespace's Secrets":      c.List(ctx, &corev1.SecretList{}, client.InNamespace(names.GuestNamespace)),
 			"list Secrets of another namespace": c.List(ctx, &corev1.SecretList{}, client.InNamespace(metav1.NamespaceSystem)),
-			"list Nodes":                        c.List(ctx, &corev1.NodeList{}),
+			"delete a Node":                     c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "any"}}),
 			"list every namespace's ConfigMaps": c.List(ctx, &corev1.ConfigMapList{}),
 		} {
 			g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", what, err)
