@@ -322,8 +322,8 @@ external-storage-suite: ## Build e2e.test, ginkgo and agnhost of k8s.io/kubernet
 # mounted on this VM: CAP_SYS_RESOURCE is withheld; so is a default-fs claim restored from a
 # snapshot into a larger size, which the node plugin grows at mount, and a generic ephemeral
 # default-fs volume grown while its pod runs), snapshots of ephemeral
-# volumes (taken while their pod runs; the operator's VolumeSnapshotClass has force-create
-# "false", and Cinder refuses those), the scale tests (performance: hundreds of volumes) and
+# volumes (taken while their pod runs: Cinder refused those under force-create "false"; standard-csi
+# now sets "true", and they are to be run again before this skip goes), the scale tests (performance: hundreds of volumes) and
 # "any volume data source" (it deploys the volume-data-source-validator and a sample populator
 # from images not built here), and "should not mount / map unused volumes" (its host-exec pod
 # enters PID 1's mount namespace, which on this VM is not the kubelet's).

@@ -29,10 +29,12 @@ var (
 	controlPlaneConditionTypes = []string{
 		names.ConditionControllerAvailable, names.ConditionControllerProgressing, names.ConditionControllerDegraded,
 		names.ConditionConfigDegraded, names.ConditionTopologyDegraded,
+		names.ConditionAttachLimitWarning, names.ConditionConfigKeysWarning, names.ConditionBackupWarning,
 	}
 	guestConditionTypes = []string{
 		names.ConditionNodeAvailable, names.ConditionNodeProgressing, names.ConditionNodeDegraded,
 		names.ConditionStaticResourcesDegraded, names.ConditionStorageClassDegraded, names.ConditionGuestConfigDegraded,
+		names.ConditionZoneWarning,
 	}
 )
 

@@ -47,11 +47,13 @@ func TestRenderMatchesApplied(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	d := manifests.NewDecoder(scheme)
 
-	// The environment's zones match, so the operator detected topology as enabled.
+	// The environment's zones match, so the operator detected topology as enabled; the node
+	// copy records them.
+	zones := []string{e.Zone()}
 	cpState := controlplane.State{
 		Driver:    driver(g, e),
 		Inputs:    controlplane.Inputs{HCP: &hcps.Items[0], Credentials: creds, CAConfigMap: caCM},
-		Detection: controlplane.Offline(true),
+		Detection: controlplane.OfflineZones(true, zones, zones),
 	}
 	cpPlan, err := controlplane.Desired(d, controlplane.Config{HyperShift: true, Namespace: e.Namespace, Images: ctrlImages}, cpState)
 	g.Expect(err).NotTo(HaveOccurred())

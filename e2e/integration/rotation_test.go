@@ -183,7 +183,7 @@ func TestCredentialRotation(t *testing.T) {
 		// Each side rolled because of this very content: its hash is the hash of the copy it
 		// mounts.
 		g.Expect(controllerDeployment(g, e).Spec.Template.Annotations).To(HaveKeyWithValue(cloudConfHashKey, confighash.ConfigMap(controllerConf)))
-		g.Expect(nodeDaemonSet(g, e).Spec.Template.Annotations).To(HaveKeyWithValue(cloudConfHashKey, confighash.ConfigMap(nodeConf)))
+		g.Expect(nodeDaemonSet(g, e).Spec.Template.Annotations).To(HaveKeyWithValue(cloudConfHashKey, confighash.ConfigMapKeys(nodeConf, names.NodeCloudConfKeys...)))
 	})
 }
 

@@ -161,7 +161,9 @@ func TestNoCredentialsInGuest(t *testing.T) {
 		node := configMap(g, e.GuestClient, names.GuestNamespace, names.CloudConfConfigMap)
 		g.Expect(node.BinaryData).To(BeEmpty())
 		for k := range node.Data {
-			g.Expect(k).To(BeElementOf(names.KeyCloudConf, names.KeyEnableTopology), "guest cloud-conf key")
+			// What the node plugin reads, and the zones the controlplane manager records for
+			// the guest manager (zone names only).
+			g.Expect(k).To(BeElementOf(names.KeyCloudConf, names.KeyEnableTopology, names.KeyVolumeZones, names.KeyComputeZones), "guest cloud-conf key")
 		}
 		g.Expect(node.Data).To(HaveKey(names.KeyCloudConf))
 		g.Expect(node.Data[names.KeyCloudConf]).NotTo(MatchRegexp(globalSection.String()))

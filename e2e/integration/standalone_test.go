@@ -208,7 +208,7 @@ func TestStandaloneInstall(t *testing.T) {
 		}
 		g.Expect(flagValues(c.Args, "--with-topology")).To(Equal([]string{"true"}))
 		// The node rolls when its own copy changes: the hash is the hash of cloud-conf-node.
-		g.Expect(ds.Spec.Template.Annotations).To(HaveKeyWithValue(cloudConfHashKey, confighash.ConfigMap(cm)))
+		g.Expect(ds.Spec.Template.Annotations).To(HaveKeyWithValue(cloudConfHashKey, confighash.ConfigMapKeys(cm, names.NodeCloudConfKeys...)))
 	})
 
 	t.Run("When installed, it should create the trusted CA bundle ConfigMap for the cluster network operator to fill", func(t *testing.T) {
