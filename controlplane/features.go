@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"unicode"
 
@@ -105,25 +104,13 @@ func chooseZones(det Detection, liveNode map[string]string) zoneRecord {
 	if det.Failure == "" && len(det.VolumeZones) > 0 {
 		return zoneRecord{Compute: det.ComputeZones, Volume: det.VolumeZones, Known: true}
 	}
-	if volume := splitZones(liveNode[names.KeyVolumeZones]); len(volume) > 0 {
-		return zoneRecord{Compute: splitZones(liveNode[names.KeyComputeZones]), Volume: volume, Known: true}
+	if volume := zoneclasses.SplitZones(liveNode[names.KeyVolumeZones]); len(volume) > 0 {
+		return zoneRecord{Compute: zoneclasses.SplitZones(liveNode[names.KeyComputeZones]), Volume: volume, Known: true}
 	}
 	if len(det.VolumeZones) > 0 {
 		return zoneRecord{Compute: det.ComputeZones, Volume: det.VolumeZones, Known: true}
 	}
 	return zoneRecord{}
-}
-
-// splitZones parses a recorded zone list, sorted and without blanks.
-func splitZones(s string) []string {
-	var out []string
-	for _, z := range strings.Split(s, ",") {
-		if z = strings.TrimSpace(z); z != "" {
-			out = append(out, z)
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 // nodeDecisions returns the keys the node copy of cloud-conf carries besides cloud.conf,

@@ -16,6 +16,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
 
 // This file is the controlplane manager's whole desired state: one pure function from what the
@@ -75,7 +76,7 @@ func Offline(enabled bool) Detection { return Detection{Enabled: &enabled} }
 // returned: the given decision, made from them as a listing would have made it.
 func OfflineZones(enabled bool, computeZones, volumeZones []string) Detection {
 	d := Offline(enabled)
-	d.ComputeZones, d.VolumeZones = splitZones(strings.Join(computeZones, ",")), splitZones(strings.Join(volumeZones, ","))
+	d.ComputeZones, d.VolumeZones = zoneclasses.SplitZones(strings.Join(computeZones, ",")), zoneclasses.SplitZones(strings.Join(volumeZones, ","))
 	return d
 }
 

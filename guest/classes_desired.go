@@ -66,13 +66,7 @@ func readFeatures(cm *corev1.ConfigMap, usable bool) features {
 	}
 	f.Classes, f.ClassesErr = zoneclasses.Decode(cm.Data[names.KeyZoneClasses])
 	if v, ok := cm.Data[names.KeyVolumeZones]; ok {
-		f.VolumeZones = []string{}
-		for z := range strings.SplitSeq(v, ",") {
-			if z = strings.TrimSpace(z); z != "" {
-				f.VolumeZones = append(f.VolumeZones, z)
-			}
-		}
-		slices.Sort(f.VolumeZones)
+		f.VolumeZones = append([]string{}, zoneclasses.SplitZones(v)...)
 	}
 	return f
 }

@@ -94,6 +94,19 @@ func Decide(computeZones, volumeZones []string, m Mapping, topology bool) []Clas
 	return out
 }
 
+// SplitZones parses a zone list as the node copy records it (volume_zones, compute_zones):
+// comma-separated, returned sorted, without blanks or repeats.
+func SplitZones(s string) []string {
+	var out []string
+	for _, z := range strings.Split(s, ",") {
+		if z = strings.TrimSpace(z); z != "" {
+			out = append(out, z)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // Encode returns the value of the node copy's key for classes; "" for none.
 func Encode(classes []Class) string {
 	if len(classes) == 0 {
