@@ -47,6 +47,9 @@ GO_TEST_FLAGS ?=
 # (realnode), run a containerd (images) or attach loop devices (fakeopenstack). The product's own
 # tests never need any of these.
 NON_UNIT_PKGS := /e2e/(applier|integration|install|localcluster|realnode|cmd/e2e-kind|images|fakeopenstack)$$
+# Harness packages whose tests take the host-wide real-node lock (a grep -E pattern): test runs
+# them in sequence with the other real-node phases, not beside them.
+HOST_LOCK_PKGS := /e2e/realnode$$
 # How much `make fuzz` runs each fuzz target: a number of inputs (Nx), not a duration. When a
 # duration runs out, Go's fuzzing coordinator can fail the target with a spurious "context deadline
 # exceeded" (it checks its workers' context before the timeout has reached it), so a count is the
@@ -114,12 +117,23 @@ run-local: ## Start local clusters (real nodes where the host allows), a fake Op
 
 .PHONY: test
 test: ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
-	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(TEST_STEPS),$(SIMULATED_STEPS))
-	@$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
-	@$(PHASE) "3/6 harness and integration tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
-	@$(PHASE) "4/6 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e $(BUILT)
-	@$(PHASE) "5/6 storage on real nodes, both modes" $(MAKE) --no-print-directory test-storage $(BUILT)
-	@$(PHASE) "6/6 upstream external-storage suite, CI subset" $(MAKE) --no-print-directory test-external-storage-ci MODE=hypershift $(BUILT)
+	@$(PHASE) "1/7 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(TEST_STEPS),$(SIMULATED_STEPS))
+	@$(PHASE) "2/7 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
+	@e2e/hack/beside.sh $(BIN)/test-logs/harness-integration.log "3/7 harness and integration tests (race detector)" \
+	  $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -Ev '$(HOST_LOCK_PKGS)') \
+	  -- $(MAKE) --no-print-directory test-after-integration $(BUILT)
+
+# The phases of test that run while its harness and integration tests (phase 3) run beside them:
+# those tests start API servers and wait (idle windows, outages, rollouts on simulated nodes), the
+# real-node phases mostly wait on pods and volumes, so on two cores together they take little more
+# than the longer of the two. The real-node harness package takes the host-wide real-node lock, so
+# it runs here, in sequence with the other real-node phases, rather than beside them.
+.PHONY: test-after-integration
+test-after-integration:
+	@$(PHASE) "4/7 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e
+	@$(PHASE) "5/7 real-node harness tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -E '$(HOST_LOCK_PKGS)')
+	@$(PHASE) "6/7 storage on real nodes, both modes" $(MAKE) --no-print-directory test-storage
+	@$(PHASE) "7/7 upstream external-storage suite, CI subset" $(MAKE) --no-print-directory test-external-storage-ci MODE=hypershift
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector: no local cluster, real node or upstream binary needed.

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs one phase of a long make target beside the phases that follow it: the background phase's
+# output goes to a log file and is shown whole once the foreground command has ended (so the two
+# never interleave), and the script fails when either failed. It is for a phase that mostly waits
+# (the integration tests' idle windows, outages and rollouts) next to phases that also mostly wait
+# (real nodes starting pods and attaching volumes), on a machine with few cores.
+#
+# Interrupted or killed, it stops the background phase's whole process group with it.
+#
+# Usage: beside.sh <log> <phase name> <background command>... -- <foreground command>...
+set -uo pipefail
+
+log=$1 name=$2
+shift 2
+bg=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do bg+=("$1"); shift; done
+[ "${1:-}" = -- ] && [ ${#bg[@]} -gt 0 ] && [ $# -gt 1 ] || {
+  echo "usage: beside.sh <log> <phase name> <background command>... -- <foreground command>..." >&2
+  exit 2
+}
+shift
+hack=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$(dirname "$log")"
+
+echo "==> $name: started beside what follows; its output is in $log and is shown when they end"
+# A process group of its own, so that an interrupt stops every test process it started.
+set -m
+"$hack/phase.sh" "$name" "${bg[@]}" >"$log" 2>&1 &
+bg_pid=$!
+set +m
+stop_bg() { kill -TERM -- "-$bg_pid" 2>/dev/null; wait "$bg_pid" 2>/dev/null; }
+trap 'stop_bg; exit 130' INT TERM
+trap 'kill -0 "$bg_pid" 2>/dev/null && stop_bg' EXIT
+
+"$@"
+fg_rc=$?
+
+if kill -0 "$bg_pid" 2>/dev/null; then
+  echo "==> waiting for $name"
+fi
+wait "$bg_pid"
+bg_rc=$?
+echo "==> output of $name (from $log):"
+cat "$log"
+if [ $fg_rc != 0 ]; then
+  exit $fg_rc
+fi
+exit $bg_rc
