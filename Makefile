@@ -335,14 +335,12 @@ external-storage-suite: ## Build e2e.test, ginkgo and agnhost of k8s.io/kubernet
 # SSH, which these nodes have no use for), expansion of the default fs (ext4 cannot grow while
 # mounted on this VM: CAP_SYS_RESOURCE is withheld; so is a default-fs claim restored from a
 # snapshot into a larger size, which the node plugin grows at mount, and a generic ephemeral
-# default-fs volume grown while its pod runs), snapshots of ephemeral
-# volumes (taken while their pod runs: Cinder refused those under force-create "false"; standard-csi
-# now sets "true", and they are to be run again before this skip goes), the scale tests (performance: hundreds of volumes) and
+# default-fs volume grown while its pod runs), the scale tests (performance: hundreds of volumes) and
 # "any volume data source" (it deploys the volume-data-source-validator and a sample populator
 # from images not built here), and "should not mount / map unused volumes" (its host-exec pod
 # enters PID 1's mount namespace, which on this VM is not the kubelet's).
 FOCUS ?= External.Storage
-SKIP ?= any volume data source|should not mount / map unused volumes in a pod|\[Disruptive\]|\(default fs\)\(allowExpansion\)|\(default fs\)\] provisioning should provision correct filesystem size when restoring snapshot to larger size|Generic Ephemeral-volume \(default fs\).*should support expansion of pvcs created for ephemeral pvcs|Ephemeral Snapshot|performance
+SKIP ?= any volume data source|should not mount / map unused volumes in a pod|\[Disruptive\]|\(default fs\)\(allowExpansion\)|\(default fs\)\] provisioning should provision correct filesystem size when restoring snapshot to larger size|Generic Ephemeral-volume \(default fs\).*should support expansion of pvcs created for ephemeral pvcs|performance
 # A deterministic subset for CI (FOCUS=$$(EXTERNAL_STORAGE_CI_FOCUS)): dynamic provisioning, data
 # written and read back (ext4, xfs, block), xfs online and offline expansion, block expansion,
 # clones, snapshots and restores, volume modes; about 33 specs, of which the suite skips those
