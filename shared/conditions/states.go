@@ -28,7 +28,7 @@ func (s *Set) Unmanaged(types ...string) {
 type Writer struct {
 	// Applier writes the status as the manager's field owner.
 	Applier *apply.Applier
-	// Recorder gets an Event for every Degraded condition that turned True or recovered.
+	// Recorder gets an Event for every Degraded or warning condition that turned True or cleared.
 	Recorder events.EventRecorder
 	// ObserveGeneration also writes status.observedGeneration (one manager owns it).
 	ObserveGeneration bool

@@ -53,24 +53,30 @@ func ApplyStatus(ctx context.Context, a *apply.Applier, driverName string, conds
 	return nil
 }
 
-// RecordTransitions records an Event on the ClusterCSIDriver for every Degraded condition in conds
-// that turned True (a Warning with its reason and message) or stopped being True (Normal), judged
-// against the conditions the driver carried before this reconcile.
+// RecordTransitions records an Event on the ClusterCSIDriver for every Degraded or warning
+// condition in conds that turned True (a Warning with its reason and message) or stopped being
+// True (Normal), judged against the conditions the driver carried before this reconcile. So `oc
+// get events` shows when a warning rose and cleared, as it does for Degraded.
 func RecordTransitions(rec events.EventRecorder, driver *operatorv1.ClusterCSIDriver, conds []operatorv1.OperatorCondition) {
 	if rec == nil {
 		return
 	}
 	for _, c := range conds {
-		if !strings.HasSuffix(c.Type, "Degraded") {
+		action, cleared := "Degraded", "%s is no longer degraded."
+		switch {
+		case strings.HasSuffix(c.Type, "Degraded"):
+		case strings.HasSuffix(c.Type, WarningSuffix):
+			action, cleared = "Warn", "%s no longer applies."
+		default:
 			continue
 		}
 		was := Find(driver.Status.Conditions, c.Type)
 		wasTrue := was != nil && was.Status == operatorv1.ConditionTrue
 		switch {
 		case c.Status == operatorv1.ConditionTrue && !wasTrue:
-			rec.Eventf(driver, nil, corev1.EventTypeWarning, c.Reason, "Degraded", "%s: %s", c.Type, c.Message)
+			rec.Eventf(driver, nil, corev1.EventTypeWarning, c.Reason, action, "%s: %s", c.Type, c.Message)
 		case c.Status != operatorv1.ConditionTrue && wasTrue:
-			rec.Eventf(driver, nil, corev1.EventTypeNormal, "Recovered", "Recovered", "%s is no longer degraded.", c.Type)
+			rec.Eventf(driver, nil, corev1.EventTypeNormal, "Recovered", "Recovered", cleared, c.Type)
 		}
 	}
 }

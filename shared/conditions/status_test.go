@@ -58,6 +58,7 @@ func TestApplyStatus_Error(t *testing.T) {
 func TestRecordTransitions(t *testing.T) {
 	t.Parallel()
 	const degraded = "ControlPlaneDegraded"
+	const warning = names.ConditionAttachLimitWarning
 	tests := []struct {
 		name   string
 		before []operatorv1.OperatorCondition
@@ -87,7 +88,24 @@ func TestRecordTransitions(t *testing.T) {
 			want:   []string{"Normal Recovered ControlPlaneDegraded is no longer degraded."},
 		},
 		{
-			name:   "When a condition that is not a Degraded one changes, it should record nothing",
+			name:   "When a warning turns True, it should record a Warning with its reason and message",
+			before: []operatorv1.OperatorCondition{cond(warning, operatorv1.ConditionFalse, earlier, "AsExpected", "")},
+			now:    []operatorv1.OperatorCondition{cond(warning, operatorv1.ConditionTrue, now, "NoAttachLimit", "Set node-volume-attach-limit")},
+			want:   []string{"Warning NoAttachLimit " + warning + ": Set node-volume-attach-limit"},
+		},
+		{
+			name:   "When a warning stops being True, it should record a Normal event saying it no longer applies",
+			before: []operatorv1.OperatorCondition{cond(warning, operatorv1.ConditionTrue, earlier, "NoAttachLimit", "Set node-volume-attach-limit")},
+			now:    []operatorv1.OperatorCondition{cond(warning, operatorv1.ConditionFalse, now, "AsExpected", "")},
+			want:   []string{"Normal Recovered " + warning + " no longer applies."},
+		},
+		{
+			name:   "When a warning stays False, it should record nothing",
+			before: []operatorv1.OperatorCondition{cond(warning, operatorv1.ConditionFalse, earlier, "AsExpected", "")},
+			now:    []operatorv1.OperatorCondition{cond(warning, operatorv1.ConditionFalse, earlier, "AsExpected", "")},
+		},
+		{
+			name:   "When a condition that is neither Degraded nor a warning changes, it should record nothing",
 			before: []operatorv1.OperatorCondition{cond("ControlPlaneAvailable", operatorv1.ConditionTrue, earlier, "AsExpected", "")},
 			now:    []operatorv1.OperatorCondition{cond("ControlPlaneAvailable", operatorv1.ConditionFalse, now, "Unavailable", "Down")},
 		},
