@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,6 +82,10 @@ func features(t *testing.T, w *world) {
 		g.Expect(limit.Message).To(ContainSubstring("node-volume-attach-limit"))
 		t.Logf("%s: %s", names.ConditionConfigKeysWarning, keys.Message)
 		t.Logf("%s: %s", names.ConditionAttachLimitWarning, limit.Message)
+		g.Eventually(func(g Gomega) {
+			g.Expect(w.driverEventNotes(g, corev1.EventTypeWarning, keys.Reason)).To(ContainElement(And(
+				HavePrefix(names.ConditionConfigKeysWarning+": "), ContainSubstring("no-such-key"), Not(ContainSubstring("not-for-the-guest")))))
+		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed(), "a Warning Event says the warning rose")
 
 		cleared := took(t, "both warnings cleared after the fix")
 		w.setUserConfig(t, featureConfig("node-volume-attach-limit = 25\n"))
@@ -89,6 +94,10 @@ func features(t *testing.T, w *world) {
 			g.Expect(w.condition(g, names.ConditionAttachLimitWarning).Status).To(Equal(operatorv1.ConditionFalse))
 		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 		cleared()
+		g.Eventually(func(g Gomega) {
+			g.Expect(w.driverEventNotes(g, corev1.EventTypeNormal, "Recovered")).To(ContainElements(
+				names.ConditionConfigKeysWarning+" no longer applies.", names.ConditionAttachLimitWarning+" no longer applies."))
+		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed(), "Normal Events say the warnings cleared")
 		w.waitAvailable(t)
 		g.Eventually(func(g Gomega) {
 			n := &storagev1.CSINode{}
@@ -398,4 +407,18 @@ func (w *world) labelNodeZone(t testing.TB, zone string) {
 		}
 		n.Labels[hostZoneLabel] = zone
 	})).To(Succeed())
+}
+
+// driverEventNotes returns the notes of the Events of type and reason about the ClusterCSIDriver
+// in the guest cluster (it is cluster-scoped: its Events are in the default namespace).
+func (w *world) driverEventNotes(g Gomega, eventType, reason string) []string {
+	l := &eventsv1.EventList{}
+	g.Expect(w.Guest.List(context.Background(), l)).To(Succeed())
+	var notes []string
+	for _, ev := range l.Items {
+		if ev.Regarding.Kind == "ClusterCSIDriver" && ev.Regarding.Name == names.ClusterCSIDriverName && ev.Type == eventType && ev.Reason == reason {
+			notes = append(notes, ev.Note)
+		}
+	}
+	return notes
 }

@@ -55,18 +55,22 @@ func ApplyStatus(ctx context.Context, a *apply.Applier, driverName string, conds
 
 // RecordTransitions records an Event on the ClusterCSIDriver for every Degraded or warning
 // condition in conds that turned True (a Warning with its reason and message) or stopped being
-// True (Normal), judged against the conditions the driver carried before this reconcile. So `oc
-// get events` shows when a warning rose and cleared, as it does for Degraded.
+// True (Normal, reason Recovered), judged against the conditions the driver carried before this
+// reconcile. So `oc get events` shows when a warning rose and cleared, as it does for Degraded.
+//
+// The Event's action is the condition type: the events recorder folds Events of one object,
+// reason and action into a series that keeps the first note, so two conditions clearing together
+// under one action would show as one.
 func RecordTransitions(rec events.EventRecorder, driver *operatorv1.ClusterCSIDriver, conds []operatorv1.OperatorCondition) {
 	if rec == nil {
 		return
 	}
 	for _, c := range conds {
-		action, cleared := "Degraded", "%s is no longer degraded."
+		cleared := "%s is no longer degraded."
 		switch {
 		case strings.HasSuffix(c.Type, "Degraded"):
 		case strings.HasSuffix(c.Type, WarningSuffix):
-			action, cleared = "Warn", "%s no longer applies."
+			cleared = "%s no longer applies."
 		default:
 			continue
 		}
@@ -74,9 +78,9 @@ func RecordTransitions(rec events.EventRecorder, driver *operatorv1.ClusterCSIDr
 		wasTrue := was != nil && was.Status == operatorv1.ConditionTrue
 		switch {
 		case c.Status == operatorv1.ConditionTrue && !wasTrue:
-			rec.Eventf(driver, nil, corev1.EventTypeWarning, c.Reason, action, "%s: %s", c.Type, c.Message)
+			rec.Eventf(driver, nil, corev1.EventTypeWarning, c.Reason, c.Type, "%s: %s", c.Type, c.Message)
 		case c.Status != operatorv1.ConditionTrue && wasTrue:
-			rec.Eventf(driver, nil, corev1.EventTypeNormal, "Recovered", "Recovered", cleared, c.Type)
+			rec.Eventf(driver, nil, corev1.EventTypeNormal, "Recovered", c.Type, cleared, c.Type)
 		}
 	}
 }

@@ -131,3 +131,29 @@ func TestRecordTransitions(t *testing.T) {
 		RecordTransitions(nil, &operatorv1.ClusterCSIDriver{}, []operatorv1.OperatorCondition{cond(degraded, operatorv1.ConditionTrue, now, "R", "M")})
 	})
 }
+
+// actionRecorder keeps the action of every Event.
+type actionRecorder struct{ actions []string }
+
+func (r *actionRecorder) Eventf(_ runtime.Object, _ runtime.Object, _, _, action, _ string, _ ...any) {
+	r.actions = append(r.actions, action)
+}
+
+// The events recorder folds Events of one object, reason and action into one series, keeping the
+// first note: two conditions that clear in one reconcile must differ in action to show as two.
+func TestRecordTransitions_ActionIsTheConditionType(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	rec := &actionRecorder{}
+	driver := &operatorv1.ClusterCSIDriver{}
+	driver.Status.Conditions = []operatorv1.OperatorCondition{
+		cond(names.ConditionAttachLimitWarning, operatorv1.ConditionTrue, earlier, "AttachLimitNotSet", "Set it"),
+		cond(names.ConditionConfigKeysWarning, operatorv1.ConditionTrue, earlier, "IgnoredConfiguration", "Drop it"),
+	}
+	RecordTransitions(rec, driver, []operatorv1.OperatorCondition{
+		cond(names.ConditionAttachLimitWarning, operatorv1.ConditionFalse, now, "AsExpected", ""),
+		cond(names.ConditionConfigKeysWarning, operatorv1.ConditionFalse, now, "AsExpected", ""),
+		cond("ControlPlaneDegraded", operatorv1.ConditionTrue, now, "InvalidConfig", "Fix it"),
+	})
+	g.Expect(rec.actions).To(Equal([]string{names.ConditionAttachLimitWarning, names.ConditionConfigKeysWarning, "ControlPlaneDegraded"}))
+}
