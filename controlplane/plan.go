@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	operatorv1 "github.com/openshift/api/operator/v1"
@@ -76,7 +75,7 @@ func Offline(enabled bool) Detection { return Detection{Enabled: &enabled} }
 // returned: the given decision, made from them as a listing would have made it.
 func OfflineZones(enabled bool, computeZones, volumeZones []string) Detection {
 	d := Offline(enabled)
-	d.ComputeZones, d.VolumeZones = zoneclasses.SplitZones(strings.Join(computeZones, ",")), zoneclasses.SplitZones(strings.Join(volumeZones, ","))
+	d.ComputeZones, d.VolumeZones = zoneclasses.Zones(computeZones), zoneclasses.Zones(volumeZones)
 	return d
 }
 

@@ -66,6 +66,7 @@ func readFeatures(cm *corev1.ConfigMap, usable bool) features {
 	}
 	f.Classes, f.ClassesErr = zoneclasses.Decode(cm.Data[names.KeyZoneClasses])
 	if v, ok := cm.Data[names.KeyVolumeZones]; ok {
+		// Present, even empty, means a listing succeeded: not nil.
 		f.VolumeZones = append([]string{}, zoneclasses.SplitZones(v)...)
 	}
 	return f

@@ -26,6 +26,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
 
 // runRender prints, offline, the objects the operator would apply for the given inputs, for
@@ -163,7 +164,8 @@ func offlineDetection(enableTopology, explicit bool, computeZones, volumeZones s
 	if computeZones == "" {
 		return controlplane.Offline(enableTopology), nil
 	}
-	compute, volume := strings.Split(computeZones, ","), strings.Split(volumeZones, ",")
+	// Trimmed and sorted before the decision, as the zones a listing returns would be.
+	compute, volume := zoneclasses.SplitZones(computeZones), zoneclasses.SplitZones(volumeZones)
 	enabled := enableTopology
 	if !explicit {
 		enabled = topology.Enabled(compute, volume)

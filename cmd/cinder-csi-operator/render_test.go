@@ -132,6 +132,11 @@ func TestRunRender(t *testing.T) {
 		g.Expect(out.String()).To(ContainSubstring(`zone_classes: '[{"volumeZone":"az1","computeZones":["az1"]},{"volumeZone":"az2","computeZones":["az2"]}]'`))
 
 		out.Reset()
+		g.Expect(run(append(args, "--compute-zones=az2, az1", "--volume-zones=az1 ,az2,az3"), &out, &errOut)).To(Equal(0), errOut.String())
+		g.Expect(strings.Count(out.String(), `enable_topology: "true"`)).To(Equal(2), "the zones are trimmed before topology is decided from them")
+		g.Expect(out.String()).To(ContainSubstring(`compute_zones: az1,az2`))
+
+		out.Reset()
 		g.Expect(run(append(args, "--compute-zones=az1,az2", "--volume-zones=az1,az2", "--enable-topology=false"), &out, &errOut)).To(Equal(0), errOut.String())
 		g.Expect(out.String()).To(ContainSubstring(`zone_classes: '[{"volumeZone":"az1"},{"volumeZone":"az2"}]'`), "unpinned without topology")
 	})

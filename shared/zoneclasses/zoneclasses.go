@@ -94,11 +94,17 @@ func Decide(computeZones, volumeZones []string, m Mapping, topology bool) []Clas
 	return out
 }
 
-// SplitZones parses a zone list as the node copy records it (volume_zones, compute_zones):
-// comma-separated, returned sorted, without blanks or repeats.
+// SplitZones parses a comma-separated zone list, as the node copy records it (volume_zones,
+// compute_zones) and render takes it: Zones of its items.
 func SplitZones(s string) []string {
+	return Zones(strings.Split(s, ","))
+}
+
+// Zones returns zones trimmed, sorted, without blanks or repeats: the form every recorded and
+// compared zone list takes. nil when none is left.
+func Zones(zones []string) []string {
 	var out []string
-	for _, z := range strings.Split(s, ",") {
+	for _, z := range zones {
 		if z = strings.TrimSpace(z); z != "" {
 			out = append(out, z)
 		}

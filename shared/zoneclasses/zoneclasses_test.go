@@ -76,3 +76,20 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+func TestSplitZones(t *testing.T) {
+	for _, c := range []struct {
+		name, in string
+		want     []string
+	}{
+		{name: "empty", in: "", want: nil},
+		{name: "only blanks and commas", in: " , ,", want: nil},
+		{name: "trimmed, sorted, repeats dropped", in: "az2, az1 ,az2,,nova", want: []string{"az1", "az2", "nova"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := SplitZones(c.in); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("SplitZones(%q) = %q, want %q", c.in, got, c.want)
+			}
+		})
+	}
+}
