@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,26 +26,45 @@ import (
 )
 
 // leaseRecheck is how soon the leases are looked at again while the pod holding one is still
-// terminating: the rest of a pod's graceful termination, seconds.
+// terminating, or after a lease changed between its read and its deletion: the rest of a pod's
+// graceful termination, seconds.
 const leaseRecheck = 3 * time.Second
 
+// leaseLapse is how long after its renewTime a sidecar's lease may be deleted once its holder
+// pod is gone. client-go's leader elector (which the sidecars run, with OpenShift's timings)
+// waits RetryPeriod after a successful renewal before it tries again, and only gives up leading
+// RenewDeadline after that try began: a leader cut off from the API server keeps acting until
+// renewTime+26 s+107 s, not renewTime+107 s. Deleting earlier would let the new pod's sidecar
+// lead beside it. The 4 s left before the 137 s lease duration is the same margin for clock
+// skew and request latency that client-go's own candidates keep.
+const leaseLapse = clusters.RetryPeriod + clusters.RenewDeadline
+
 // LeaseReclaimer deletes a sidecar's leader lease (names.SidecarLeases) that is still held
-// under the name of a controller pod that no longer exists, so that the sidecar of the current
-// pod takes it at its next try (OpenShift's retry period, 26 s) instead of when the lease
-// expires (137 s after the last renewal).
+// under the name of a controller pod that no longer exists, once the lease has lapsed, so that
+// the sidecar of the current pod takes it at its next try (OpenShift's retry period, 26 s)
+// instead of when the lease expires in that sidecar's eyes.
 //
 // This operator's sidecars release their leases when they stop; csi-operator's, and any
-// sidecar killed before it could, do not. Without this, the first rollout after a switch from
-// csi-operator (and every rollout by csi-operator itself) leaves new volumes waiting up to
-// two and a half minutes to be provisioned or attached.
+// sidecar killed before it could, do not. A waiting sidecar counts the 137 s lease duration
+// from when it first read the last renewal, not from the renewal itself, and on a rollout
+// (maxSurge 0) the new pod starts only after the old one was told to stop, so without this the
+// first rollout after a switch from csi-operator (and every rollout by csi-operator itself)
+// leaves new volumes waiting up to about three minutes to be provisioned or attached.
+// Deleting at renewTime+leaseLapse (133 s) saves the 4 s between leaseLapse and the lease
+// duration plus the time from the last renewal to the new sidecar's first read: the rest of
+// the old leader's retry period and the new pod's start, typically half a minute.
 //
-// A lease is deleted only when the pod named as its holder is gone from the API server: a pod
-// object goes only once the kubelet has stopped its containers, so no sidecar of it can still
-// act as leader. The deletion is conditional on the lease's UID and resourceVersion, so a lease
-// renewed or taken over in between is left alone. It runs on the controller Deployment's events
-// (a rollout, a replaced pod), never at rest, and reads pods and leases directly from the API
-// server, only then: there is no watch on either. Without the permissions (an operator started
-// with csi-operator's RBAC may lack them), it logs that once and the leases expire as before.
+// A lease is deleted only when both the pod named as its holder is gone from the API server
+// and its renewTime is leaseLapse old. A gone pod object alone proves nothing: a pod deleted
+// with --grace-period=0 --force, or collected with its lost node, can still be running, and
+// such a leader, partitioned or not, must not be fenced out while it still thinks it leads.
+// When the pod is gone but the lease is fresher, the reclaimer comes back when it lapses. The
+// deletion is conditional on the lease's UID and resourceVersion, so a lease renewed or taken
+// over in between is left alone and looked at again. It runs on the controller Deployment's
+// events (a rollout, a replaced pod) and on those timers, never at rest, and reads pods and
+// leases directly from the API server, only then: there is no watch on either. Without the
+// permissions (an operator started with csi-operator's RBAC may lack them), it logs that once
+// and the leases expire as before.
 type LeaseReclaimer struct {
 	// Mgmt reads the controller pods in Namespace (uncached); Guest reads and deletes the
 	// leases in the guest namespace (uncached).
@@ -52,6 +72,8 @@ type LeaseReclaimer struct {
 	GuestWriter client.Client
 	Namespace   string
 	Recorder    recorder.EventRecorder
+	// Clock tells when a lease lapsed; nil is the real clock. Tests set a fake one.
+	Clock clock.PassiveClock
 
 	forbiddenLogged bool
 }
@@ -66,11 +88,21 @@ func (r *LeaseReclaimer) SetupWithManager(mgr ctrl.Manager, mgmt cluster.Cluster
 		Complete(r)
 }
 
-// Reconcile deletes the sidecar leases whose holder pod is gone, and comes back while a holder
-// is still terminating.
+// Reconcile deletes the sidecar leases whose holder pod is gone and which have lapsed, and
+// comes back while a holder is still terminating or a lease of a gone holder has yet to lapse.
 func (r *LeaseReclaimer) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	waiting := false
+	var clk clock.PassiveClock = clock.RealClock{}
+	if r.Clock != nil {
+		clk = r.Clock
+	}
+	// again is the soonest any lease needs another look; zero means none does.
+	var again time.Duration
+	later := func(d time.Duration) {
+		if again == 0 || d < again {
+			again = d
+		}
+	}
 	for _, name := range names.SidecarLeases {
 		lease := &coordinationv1.Lease{}
 		err := r.Guest.Get(ctx, client.ObjectKey{Namespace: names.GuestNamespace, Name: name}, lease)
@@ -89,31 +121,43 @@ func (r *LeaseReclaimer) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 		err = r.Mgmt.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: holder}, pod)
 		switch {
 		case err == nil && pod.DeletionTimestamp != nil:
-			waiting = true
+			later(leaseRecheck)
 			continue
 		case err == nil:
 			continue
 		case !apierrors.IsNotFound(err):
 			return r.failed(ctx, err, "reading pod "+holder)
 		}
+		// client-go always writes renewTime; a lease without one has no lapse to measure, so
+		// it is left to expire in the waiting sidecar's eyes.
+		if lease.Spec.RenewTime == nil {
+			continue
+		}
+		if left := lease.Spec.RenewTime.Add(leaseLapse).Sub(clk.Now()); left > 0 {
+			log.V(4).Info("Waiting for the lease of a gone controller pod to lapse", "lease", name, "holder", holder, "left", left.String())
+			later(left)
+			continue
+		}
 		err = r.GuestWriter.Delete(ctx, lease, client.Preconditions{UID: &lease.UID, ResourceVersion: &lease.ResourceVersion})
 		switch {
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		case apierrors.IsNotFound(err):
+			continue
+		case apierrors.IsConflict(err):
+			// Renewed or taken over since the read: the next look sees by whom, and whether
+			// a gone pod's containers are still running and renewing it.
+			later(leaseRecheck)
 			continue
 		case err != nil:
 			return r.failed(ctx, err, "deleting lease "+name)
 		}
-		log.V(0).Info("Released a sidecar lease held by a controller pod that is gone", "lease", name, "holder", holder)
+		log.V(0).Info("Released a lapsed sidecar lease held by a controller pod that is gone", "lease", name, "holder", holder)
 		if r.Recorder != nil {
 			driver := &operatorv1.ClusterCSIDriver{ObjectMeta: metav1.ObjectMeta{Name: names.ClusterCSIDriverName}}
 			r.Recorder.Eventf(driver, nil, corev1.EventTypeNormal, names.ReasonLeaseReleased, "ReleaseLease",
-				"Deleted lease %s/%s, held by controller pod %s, which no longer exists: the current controller's sidecar takes it at its next try", names.GuestNamespace, name, holder)
+				"Deleted lease %s/%s, held by controller pod %s, which no longer exists and last renewed it over %s ago: the current controller's sidecar takes it at its next try", names.GuestNamespace, name, holder, leaseLapse)
 		}
 	}
-	if waiting {
-		return ctrl.Result{RequeueAfter: leaseRecheck}, nil
-	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: again}, nil
 }
 
 // failed returns err for a retry, except a lack of permission, which is logged once and ends
