@@ -20,20 +20,26 @@ import (
 )
 
 // firstRetry is how soon a failed listing is tried again the first time; each further failure
-// doubles it, up to the recheck interval (retryDelay).
+// doubles it, up to maxRetry (retryDelay).
 const firstRetry = 2 * time.Second
 
+// maxRetry caps the wait between listings while they fail, whatever the recheck interval, so
+// that conditions clear within about maxRetry plus one listing after OpenStack answers again,
+// however long the outage lasted. A listing every 30 s during an outage is a token and two GETs
+// (three with backup_snapshot_class): no load for a Keystone that is coming back.
+const maxRetry = 30 * time.Second
+
 // retryDelay returns how long to wait before listing again after the given number of
-// consecutive failed listings (none: a first listing still running), capped at interval: 2 s,
-// then doubling. A recovered cloud is seen, and its conditions cleared, within seconds of a
-// short outage; a long one costs a listing per interval, as a healthy cloud does, and a
-// struggling Keystone is not hammered.
+// consecutive failed listings (none: a first listing still running): 2 s, then doubling up to
+// maxRetry, and never more than interval. Listings that fail or find no usable backup service
+// share the count, so the cap bounds the clearing of BackupWarning as well.
 func retryDelay(failures int, interval time.Duration) time.Duration {
+	limit := min(maxRetry, interval)
 	d := firstRetry
-	for i := 1; i < failures && d < interval; i++ {
+	for i := 1; i < failures && d < limit; i++ {
 		d *= 2
 	}
-	return min(d, interval)
+	return min(d, limit)
 }
 
 // Topology decision sources, reported in logs and conditions.

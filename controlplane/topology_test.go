@@ -392,6 +392,30 @@ func TestDecide(t *testing.T) {
 		g.Expect(d.RecheckIn).To(Equal(firstRetry), "a success resets the backoff")
 	})
 
+	t.Run("When OpenStack is back after a long outage, it should list again within 30 s and clear the failure", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{clientErr: errUnreachable}
+		c := newFakeClock()
+		r := c.reconciler(cloud, interval)
+		d := r.decide(t.Context(), nil, detectionCreds("a"))
+		// An hour of failed listings, each retried as soon as it is due.
+		for elapsed := time.Duration(0); elapsed < time.Hour; elapsed += d.RecheckIn {
+			c.advance(d.RecheckIn)
+			d = r.decide(t.Context(), nil, detectionCreds("a"))
+		}
+		g.Expect(d.Failure).To(Equal(topology.ReasonUnreachable))
+		g.Expect(d.RecheckIn).To(Equal(maxRetry), "the backoff stops at the cap, not at the 10-minute interval")
+		g.Expect(cloud.count()).To(BeNumerically("<=", 4+int(time.Hour/maxRetry)+1), "a listing every 30 s at most during the outage")
+
+		cloud.set(matching, matching, nil)
+		c.advance(maxRetry)
+		d = r.decide(t.Context(), nil, detectionCreds("a"))
+		g.Expect(d.Failure).To(BeEmpty(), "cleared 30 s after OpenStack is back")
+		g.Expect(d.Source).To(Equal(sourceDetected))
+		g.Expect(d.RecheckIn).To(Equal(interval))
+	})
+
 	t.Run("When the recheck interval is shorter than the backoff, it should retry a failure after the interval", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
@@ -553,10 +577,11 @@ func TestRetryDelay(t *testing.T) {
 		{"When the first listing is still running, it should look again after 2 s", 0, 10 * time.Minute, 2 * time.Second},
 		{"When one listing failed, it should retry after 2 s", 1, 10 * time.Minute, 2 * time.Second},
 		{"When two failed in a row, it should retry after 4 s", 2, 10 * time.Minute, 4 * time.Second},
-		{"When five failed in a row, it should retry after 32 s", 5, 10 * time.Minute, 32 * time.Second},
-		{"When nine failed in a row, it should retry after 512 s", 9, 10 * time.Minute, 512 * time.Second},
-		{"When ten failed in a row, it should retry after the interval", 10, 10 * time.Minute, 10 * time.Minute},
-		{"When a great many failed, it should retry after the interval without overflowing", 1000, 10 * time.Minute, 10 * time.Minute},
+		{"When four failed in a row, it should retry after 16 s", 4, 10 * time.Minute, 16 * time.Second},
+		{"When five failed in a row, it should retry after 30 s, not 32 s", 5, 10 * time.Minute, maxRetry},
+		{"When ten failed in a row under a 10-minute interval, it should retry after 30 s", 10, 10 * time.Minute, 30 * time.Second},
+		{"When a great many failed, it should retry after 30 s without overflowing", 1000, 10 * time.Minute, maxRetry},
+		{"When the interval is shorter than the cap, it should retry after the interval", 5, 20 * time.Second, 20 * time.Second},
 		{"When the interval is shorter than 2 s, it should retry after the interval", 1, time.Second, time.Second},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
