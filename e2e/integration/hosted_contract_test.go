@@ -37,11 +37,13 @@ func TestHostedControlPlaneContract(t *testing.T) {
 	e.RunOperatorForTest(t, env.OperatorOptions{ReleaseVersion: hostedRelease, RunAsUser: ptr.To[int64](1001)})
 	waitAvailable(t, e)
 
-	t.Run("When the controller's objects are applied, the HostedControlPlane should own each as blocking controller, and nothing in the guest", func(t *testing.T) {
+	t.Run("When the controller's objects are applied, the HostedControlPlane should own each as controller without blocking its deletion, and nothing in the guest", func(t *testing.T) {
 		g := NewWithT(t)
+		// BlockOwnerDeletion stays unset: setting it needs update on hostedcontrolplanes/finalizers,
+		// which cluster-storage-operator's Role does not grant (hostedControlPlaneOwner).
 		owner := metav1.OwnerReference{
 			APIVersion: "hypershift.openshift.io/v1beta1", Kind: "HostedControlPlane", Name: hcp.Name, UID: hcp.UID,
-			Controller: ptr.To(true),
+			Controller: ptr.To(true), BlockOwnerDeletion: nil,
 		}
 		for _, o := range []client.Object{
 			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: names.ControllerDeployment}},
