@@ -57,7 +57,7 @@ func (f *managerFlags) bind(fs *flag.FlagSet, withGuest bool, defaultMetrics, de
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", defaultMetrics,
 		`Address /metrics listens on, over HTTPS, for callers allowed to get /metrics (a TokenReview and a SubjectAccessReview on the cluster where the operator runs); "0" disables it.`)
 	fs.StringVar(&f.metricsCertDir, "metrics-cert-dir", "",
-		"Directory holding the metrics endpoint's serving certificate, tls.crt and tls.key (reloaded when they change). Without them at start, a self-signed certificate is made.")
+		"Directory holding the metrics endpoint's serving certificate, tls.crt and tls.key, served from the first connection after they appear or change. Until then, and when empty, a self-signed certificate is served.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", defaultProbe,
 		`Address /healthz and /readyz listen on; "0" disables them.`)
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0",

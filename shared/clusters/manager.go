@@ -88,9 +88,10 @@ type Options struct {
 // as Prometheus' ServiceAccount. Anyone else gets 401 or 403.
 type MetricsOptions struct {
 	// CertDir holds the serving certificate, tls.crt and tls.key (the Secret that OpenShift's
-	// service-ca issues for the metrics Service); they are reloaded when they change. Without
-	// them at start, the endpoint serves a self-signed certificate made at start: still
-	// encrypted and authenticated, but a scraper cannot verify it.
+	// service-ca issues for the metrics Service), for controller-runtime's own loading, which
+	// happens only when TLS sets no GetCertificate. The operator's commands set one
+	// (metricsauth.ServingCert), which serves the files once they appear and a self-signed
+	// certificate until then.
 	CertDir string
 	// TLS sets the minimum version and cipher suites; tlsprofile.Live.ServerConfig makes them
 	// follow the cluster's profile. Nil leaves Go's defaults.

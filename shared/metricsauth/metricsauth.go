@@ -10,6 +10,9 @@
 // clusters each run this operator. The two reviews need nothing but client-go, so this package
 // makes them itself, with a small cache so that a scrape every 30 s costs the API server two
 // requests a minute at most.
+//
+// ServingCert is the endpoint's serving certificate, which follows a Secret volume that is
+// filled or rotated after the start.
 package metricsauth
 
 import (

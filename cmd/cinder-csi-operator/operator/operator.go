@@ -4,6 +4,7 @@
 package operator
 
 import (
+	"crypto/tls"
 	"errors"
 
 	"github.com/go-logr/logr"
@@ -14,6 +15,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/guest"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/metricsauth"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 )
@@ -35,8 +37,9 @@ type Common struct {
 	LeaderElectionIdentity string
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
-	// MetricsCertDir holds the metrics endpoint's serving certificate (tls.crt, tls.key); see
-	// clusters.MetricsOptions.
+	// MetricsCertDir holds the metrics endpoint's serving certificate (tls.crt, tls.key),
+	// served from the first handshake after the files appear or change; until then, and when
+	// empty, the endpoint serves a self-signed certificate (see metricsauth.ServingCert).
 	MetricsCertDir string
 	// TLSProfile, when set, is the cluster's TLS security profile for the metrics endpoint: the
 	// manager follows the cluster's profile into it (a watch on the APIServer named cluster
@@ -103,10 +106,19 @@ func (c Common) options(name string, primary *rest.Config, lockID string) (clust
 	if c.LeaderElectionID != "" {
 		lockID = c.LeaderElectionID
 	}
-	metrics := clusters.MetricsOptions{CertDir: c.MetricsCertDir, Auth: leader}
-	if c.TLSProfile != nil {
-		metrics.TLS = c.TLSProfile.ServerConfig
-	}
+	// The certificate is chosen at every handshake rather than once at the start, so that a
+	// serving-cert Secret that service-ca writes after the pod started is served without a
+	// restart (see metricsauth.ServingCert); with GetCertificate set, controller-runtime
+	// neither watches CertDir nor makes its own self-signed certificate.
+	certs := metricsauth.NewServingCert(c.MetricsCertDir, c.Logger.WithName(name).WithName("metrics"))
+	profile := c.TLSProfile
+	metrics := clusters.MetricsOptions{CertDir: c.MetricsCertDir, Auth: leader, TLS: func(cfg *tls.Config) {
+		cfg.GetCertificate = certs.GetCertificate
+		if profile != nil {
+			// The profile's per-connection copy of cfg keeps GetCertificate.
+			profile.ServerConfig(cfg)
+		}
+	}}
 	return clusters.Options{
 		Name:                         name,
 		Scheme:                       scheme,
