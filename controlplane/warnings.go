@@ -81,7 +81,12 @@ func list(items []string) string {
 
 // configKeysWarning names what of the user's configuration the driver never sees (dropped by the
 // operator) or does not know (passed on and ignored by the driver's parser, gcfg), which was
-// silent before: a misspelt key looks applied and is not.
+// silent before: a misspelt key looks applied and is not. Its advice depends on the source: keys
+// of cinder-csi-config are the user's to remove or fix, while the installer's cloud provider
+// config is the cloud provider's file, read for its [BlockStorage] only because clusters
+// installed before 4.14 keep their driver settings there. The keys of that section the driver
+// does not use (bs-version, trust-device-path, ...) are the cloud provider's and must stay, so
+// the way out is cinder-csi-config, which then takes the file's place for the driver.
 func configKeysWarning(cfg *config) warning {
 	w := warning{Type: names.ConditionConfigKeysWarning}
 	r := cfg.Report
@@ -112,6 +117,17 @@ func configKeysWarning(cfg *config) warning {
 		parts = append(parts, "Keys before the first section header are dropped.")
 	}
 	w.On, w.Reason = true, names.ReasonIgnoredConfiguration
+	if cfg.Source.Kind == installerConfigSource {
+		// Inspect reads the installer's file with BlockStorageOnly: only [BlockStorage] keys
+		// are reported, never its other sections.
+		w.Message = fmt.Sprintf("The driver settings come from [BlockStorage] of the installer's cloud provider config, %s, as ConfigMap "+
+			"%s/%s does not exist; it holds what the driver never sees or ignores. %s These keys belong to the cloud provider: "+
+			"leave them in that file. To give the driver settings of its own, create %s with a [BlockStorage] section of the "+
+			"driver's keys only, carrying over those the installer's file sets (ignore-volume-az, say): it then takes the place "+
+			"of the installer's file for the driver, and this warning clears.",
+			cfg.Source.settingsRef(), names.OpenShiftConfigNamespace, names.UserConfigMap, strings.Join(parts, " "), userConfigRef)
+		return w
+	}
 	w.Message = fmt.Sprintf("The driver settings in %s hold what the driver never sees or ignores. %s Remove them, or fix their names.",
 		cfg.Source.settingsRef(), strings.Join(parts, " "))
 	return w

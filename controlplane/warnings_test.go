@@ -52,8 +52,11 @@ func TestAttachLimitWarning(t *testing.T) {
 
 func TestConfigKeysWarning(t *testing.T) {
 	t.Parallel()
+	installer := configSource{Kind: installerConfigSource, Name: "cloud-provider-config", Key: "config"}
 	for _, tt := range []struct {
-		name        string
+		name string
+		// src is userSource when unset.
+		src         configSource
 		ini         string
 		wantOn      bool
 		wantMessage string
@@ -69,13 +72,33 @@ func TestConfigKeysWarning(t *testing.T) {
 				"trust-device-path. Section [Global] is dropped: the OpenStack credentials and endpoints come from the credentials Secret " +
 				"openstack-cloud-credentials only, never from cinder-csi-config. Sections the driver settings do not include, dropped: [LoadBalancer] " +
 				"(only [BlockStorage] and [Metadata] are kept). Keys before the first section header are dropped. Remove them, or fix their names."},
+		{name: "When the installer's cloud provider config holds cloud provider keys in [BlockStorage], it should say to leave them and point at cinder-csi-config",
+			src:    installer,
+			ini:    "[Global]\nsecret-name = openstack-credentials\n[LoadBalancer]\nuse-octavia = true\n[BlockStorage]\nbs-version = v3\ntrust-device-path = false\nignore-volume-az = yes\n",
+			wantOn: true,
+			wantMessage: "The driver settings come from [BlockStorage] of the installer's cloud provider config, key config of ConfigMap " +
+				"openshift-config/cloud-provider-config, as ConfigMap openshift-config/cinder-csi-config does not exist; it holds what the " +
+				"driver never sees or ignores. [BlockStorage] keys the installed driver does not know, and ignores: bs-version (it knows " +
+				"ignore-volume-az, ignore-volume-microversion, node-volume-attach-limit, rescan-on-resize). [BlockStorage] keys the CSI " +
+				"driver does not use, left out: trust-device-path. These keys belong to the cloud provider: leave them in that file. To give " +
+				"the driver settings of its own, create key config of ConfigMap openshift-config/cinder-csi-config with a [BlockStorage] " +
+				"section of the driver's keys only, carrying over those the installer's file sets (ignore-volume-az, say): it then takes " +
+				"the place of the installer's file for the driver, and this warning clears."},
+		{name: "When the installer's cloud provider config holds only keys the driver knows, it should not warn about its other sections",
+			src:         installer,
+			ini:         "[Global]\nsecret-name = openstack-credentials\n[LoadBalancer]\nuse-octavia = true\n[BlockStorage]\nignore-volume-az = yes\n",
+			wantMessage: "The driver knows every key of the driver settings."},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			report, err := cloudconfig.Inspect(cloudconfig.Input{UserConfig: tt.ini})
+			src := tt.src
+			if src.Kind == noConfigSource {
+				src = userSource
+			}
+			report, err := cloudconfig.Inspect(cloudconfig.Input{UserConfig: tt.ini, BlockStorageOnly: src.Kind == installerConfigSource})
 			g.Expect(err).NotTo(HaveOccurred())
-			w := configKeysWarning(&config{Source: userSource, Report: report})
+			w := configKeysWarning(&config{Source: src, Report: report})
 			g.Expect(w.On).To(Equal(tt.wantOn))
 			g.Expect(w.Reason).To(Equal(map[bool]string{true: names.ReasonIgnoredConfiguration, false: names.ReasonAsExpected}[tt.wantOn]))
 			g.Expect(w.Message).To(Equal(tt.wantMessage))
