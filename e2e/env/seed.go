@@ -91,7 +91,12 @@ func (s Seed) Create(ctx context.Context) error {
 	for _, ns := range []string{GuestNamespace, names.OpenShiftConfigNamespace} {
 		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
-	objs = append(objs, clusterCSIDriver())
+	// APIServer cluster exists on every OpenShift cluster, empty until an administrator sets
+	// its TLS security profile (the installer creates it standalone; in the guest of a hosted
+	// cluster, hosted-cluster-config-operator creates it from the HostedControlPlane's
+	// spec.configuration.apiServer, which the seed leaves unset). Tests edit it as an
+	// administrator does, never create it.
+	objs = append(objs, clusterCSIDriver(), &configv1.APIServer{ObjectMeta: metav1.ObjectMeta{Name: names.APIServerName}})
 	// cluster-storage-operator's NetworkPolicies exist in the guest of a hosted cluster too: the
 	// cluster-version operator applies them there (they carry the hypershift include
 	// annotation). They bind the node plugin not at all (it runs in the host's network).
