@@ -77,7 +77,7 @@ type Reconciler struct {
 	monitors clusters.LateWatch
 	// monitorAccess says whether ServiceMonitors may be watched at all (not under
 	// cluster-storage-operator's RBAC); when not, they are read directly and not watched.
-	monitorAccess access.Once
+	monitorAccess access.Question
 }
 
 // SetupWithManager watches the inputs and owned objects on both clusters.
@@ -217,7 +217,9 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		log.V(0).Info("Driver settings source changed", "source", p.ConfigSource.record())
 		r.Recorder.Eventf(driver, nil, corev1.EventTypeNormal, names.ReasonConfigSourceChanged, p.ConfigSource.action(), "%s", note)
 	}
-	return ctrl.Result{RequeueAfter: p.Topology.RecheckIn}, nil
+	// A denied watch of ServiceMonitors is asked again on its interval: a grant changes no
+	// object this reconciler watches, so nothing else would bring it back to ask.
+	return ctrl.Result{RequeueAfter: access.Soonest(p.Topology.RecheckIn, r.monitorAccess.Recheck())}, nil
 }
 
 // mgmtApplier applies to the controller namespace, comparing with that namespace's cache for

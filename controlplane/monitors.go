@@ -11,15 +11,17 @@ import (
 )
 
 // monitorsWatchable reports whether the operator may list and watch ServiceMonitors in the
-// controller namespace, asking once per process (once). Its own install grants both; the Role
+// controller namespace, asking q (again after its interval while the answer is no, so that a
+// grant made after start is taken up). Its own install grants both; the Role
 // cluster-storage-operator gives csi-operator's ServiceAccount grants get, create, update, patch
 // and delete only, because library-go reads the ServiceMonitor with a GET each time. Without
 // list and watch, a cache of ServiceMonitors could never sync: its watch would be retried
 // forever and every read of the cache would wait for it. So then the ServiceMonitor is read from
 // the API server at each reconcile that applies or deletes it, and not watched: an edit of it is
 // repaired at the next reconcile (any input's change, or the topology recheck), not at once.
-func monitorsWatchable(ctx context.Context, once *access.Once, c client.Client, namespace string) (bool, error) {
-	ok, denied, err := once.Allowed(ctx, c, namespace, serviceMonitorGVK.Group, "servicemonitors", "list", "watch")
+// Once allowed, the watch starts at the first reconcile after the question was asked again.
+func monitorsWatchable(ctx context.Context, q *access.Question, c client.Client, namespace string) (bool, error) {
+	ok, denied, err := q.Allowed(ctx, c, namespace, serviceMonitorGVK.Group, "servicemonitors", "list", "watch")
 	if denied {
 		ctrl.LoggerFrom(ctx).Info("ServiceMonitors may not be listed or watched: reading the controller's ServiceMonitor directly, without a watch", "namespace", namespace)
 	}

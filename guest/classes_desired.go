@@ -107,12 +107,22 @@ func desiredZoneClass(d *manifests.Decoder, c zoneclasses.Class) (*storagev1.Sto
 	return sc, nil
 }
 
-// zoneClassesLive returns the per-zone classes among all of the cluster's, by their label.
+// ownZoneClass reports whether sc is a per-zone class of the operator's: it carries both the
+// operator's label and the per-zone label, as every per-zone class the operator made does. A class
+// of a per-zone name without them is someone else's, also one of the operator's whose labels a
+// user removed: taking that back would override the user's decision, and a class whose immutable
+// fields differ would be deleted to be recreated.
+func ownZoneClass(sc *storagev1.StorageClass) bool {
+	_, zoned := sc.Labels[names.ZoneClassLabel]
+	return zoned && sc.Labels[names.ManagedByLabel] == names.ManagedByValue
+}
+
+// zoneClassesLive returns the operator's per-zone classes (see ownZoneClass) among all of the
+// cluster's: the only ones it applies over, retires or deletes.
 func zoneClassesLive(all []storagev1.StorageClass) []*storagev1.StorageClass {
 	var out []*storagev1.StorageClass
 	for i := range all {
-		sc := &all[i]
-		if _, ok := sc.Labels[names.ZoneClassLabel]; ok && sc.Labels[names.ManagedByLabel] == names.ManagedByValue {
+		if sc := &all[i]; ownZoneClass(sc) {
 			out = append(out, sc)
 		}
 	}
@@ -221,15 +231,19 @@ type zoneClassPlan struct {
 	Retire []string
 	// Invalid are volume zones that cannot name a class.
 	Invalid []string
+	// Foreign are the classes asked for whose name a class that is not the operator's (see
+	// ownZoneClass) already has, sorted: neither applied nor ever deleted.
+	Foreign []string
 }
 
-// planZoneClasses computes the per-zone classes for f against the live classes.
-func planZoneClasses(d *manifests.Decoder, f features, live []*storagev1.StorageClass) (zoneClassPlan, error) {
+// planZoneClasses computes the per-zone classes for f against all of the cluster's live classes.
+func planZoneClasses(d *manifests.Decoder, f features, all []storagev1.StorageClass) (zoneClassPlan, error) {
 	var zp zoneClassPlan
 	byName := map[string]*storagev1.StorageClass{}
-	for _, sc := range live {
-		byName[sc.Name] = sc
+	for i := range all {
+		byName[all[i].Name] = &all[i]
 	}
+	live := zoneClassesLive(all)
 	wanted := map[string]bool{}
 	for _, c := range f.Classes {
 		if !validZoneClass(c) {
@@ -239,6 +253,12 @@ func planZoneClasses(d *manifests.Decoder, f features, live []*storagev1.Storage
 		sc, err := desiredZoneClass(d, c)
 		if err != nil {
 			return zp, fmt.Errorf("computing StorageClass %s: %w", c.Name(), err)
+		}
+		if other := byName[sc.Name]; other != nil && !ownZoneClass(other) {
+			// A server-side apply would force the operator's fields onto it (and fail on
+			// an immutable field that differs), and a retirement would later delete it.
+			zp.Foreign = append(zp.Foreign, sc.Name)
+			continue
 		}
 		wanted[sc.Name] = true
 		zp.Apply = append(zp.Apply, sc)
@@ -252,5 +272,6 @@ func planZoneClasses(d *manifests.Decoder, f features, live []*storagev1.Storage
 		}
 	}
 	slices.Sort(zp.Invalid)
+	slices.Sort(zp.Foreign)
 	return zp, nil
 }

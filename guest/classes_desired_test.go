@@ -5,6 +5,7 @@ import (
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	. "github.com/onsi/gomega"
+	operatorv1 "github.com/openshift/api/operator/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
@@ -292,6 +294,71 @@ func TestNodeCloudConfHash(t *testing.T) {
 		t.Run("When "+k+" changes, it should change the hash", func(t *testing.T) {
 			t.Parallel()
 			NewWithT(t).Expect(hash(with(map[string]string{k: "changed"}))).NotTo(Equal(hash(nodeKeys)))
+		})
+	}
+}
+
+// TestZoneClassesOfOthers checks that a StorageClass of a per-zone name that is not the
+// operator's (it lacks the operator's labels) is never applied over, recreated, retired or
+// deleted, in any state.
+func TestZoneClassesOfOthers(t *testing.T) {
+	t.Parallel()
+	nova := zoneclasses.Class{VolumeZone: "nova", ComputeZones: []string{"az1"}}
+	cinder := zoneclasses.Class{VolumeZone: "cinder", ComputeZones: []string{"az2"}}
+	asked := func(cs ...zoneclasses.Class) map[string]string {
+		return map[string]string{names.KeyZoneClasses: zoneclasses.Encode(cs), names.KeyVolumeZones: "cinder,nova"}
+	}
+	const novaStep = "guest/StorageClass//standard-csi-nova"
+	// withLabels returns the class the operator would make for nova, with labels instead of its
+	// own: as identical to it as a class of someone else's can be.
+	withLabels := func(labels map[string]string) storagev1.StorageClass {
+		sc := liveZoneClass(t, nova)
+		sc.Labels = labels
+		return sc
+	}
+	users := map[string]storagev1.StorageClass{
+		"a user's class whose immutable fields differ": {
+			ObjectMeta:  metav1.ObjectMeta{Name: "standard-csi-nova", Labels: map[string]string{"team": "storage"}},
+			Provisioner: "example.com/other", Parameters: map[string]string{"tier": "gold"},
+		},
+		"a user's class identical to the operator's but for the labels": withLabels(nil),
+		"the operator's class whose managed-by label a user removed":    withLabels(map[string]string{names.ZoneClassLabel: "nova"}),
+		"a copy of standard-csi under the per-zone name":                withLabels(map[string]string{names.ManagedByLabel: names.ManagedByValue}),
+	}
+	steps := func(ss []plan.Step) []string { return testutil.StepNames(ss) }
+	for what, other := range users {
+		t.Run("When "+what+" holds a per-zone name asked for, it should neither apply nor recreate it", func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := withFeatures(testState(true, true), asked(nova, cinder))
+			s.StorageClasses = []storagev1.StorageClass{other}
+			p := desiredPlan(t, testConfig(true), s)
+			g.Expect(steps(p.Apply)).NotTo(ContainElement(novaStep))
+			g.Expect(steps(p.Apply)).To(ContainElement("guest/StorageClass//standard-csi-cinder"), "the other zones' classes are applied")
+			g.Expect(steps(p.Recreate)).NotTo(ContainElement(novaStep))
+			g.Expect(steps(p.Delete)).NotTo(ContainElement(novaStep))
+			g.Expect(p.Retire).NotTo(ContainElement("standard-csi-nova"))
+		})
+
+		t.Run("When "+what+" holds the name of a zone no longer asked for, it should never retire or delete it", func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := withFeatures(testState(true, true), asked(cinder))
+			s.StorageClasses = []storagev1.StorageClass{other, liveZoneClass(t, zoneclasses.Class{VolumeZone: "old"})}
+			p := desiredPlan(t, testConfig(true), s)
+			g.Expect(p.Retire).To(Equal([]string{"standard-csi-old"}), "the operator's own class is retired")
+			g.Expect(steps(p.Delete)).NotTo(ContainElement(novaStep))
+
+			s.Driver.Spec.StorageClassState = operatorv1.RemovedStorageClass
+			p = desiredPlan(t, testConfig(true), s)
+			g.Expect(steps(p.Delete)).To(ContainElement("guest/StorageClass//standard-csi-old"))
+			g.Expect(steps(p.Delete)).NotTo(ContainElement(novaStep), "storageClassState Removed")
+
+			s.Driver.Spec.StorageClassState = ""
+			s.Driver.Spec.ManagementState = operatorv1.Removed
+			p = desiredPlan(t, testConfig(true), s)
+			g.Expect(steps(p.Delete)).To(ContainElement("guest/StorageClass//standard-csi-old"))
+			g.Expect(steps(p.Delete)).NotTo(ContainElement(novaStep), "managementState Removed")
 		})
 	}
 }

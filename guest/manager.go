@@ -37,8 +37,8 @@ type Config struct {
 
 // CacheOptions returns the guest manager's cache options: its namespace, the cluster-scoped kinds
 // it owns selected by label, all StorageClasses (to respect a user's default class and find the
-// per-zone classes), the ClusterCSIDriver and the VolumeSnapshotClass CRD by name, and the nodes'
-// zone labels.
+// per-zone classes), the ClusterCSIDriver and the VolumeSnapshotClass CRD by name, the nodes'
+// zone labels, and the claims' StorageClasses.
 func CacheOptions(cfg Config) cache.Options {
 	return cache.Options{
 		DefaultNamespaces: map[string]cache.Config{names.GuestNamespace: {}},
@@ -55,6 +55,9 @@ func CacheOptions(cfg Config) cache.Options {
 			// Nodes, metadata only and trimmed to their zone labels (nodeCache), watched only
 			// once the zone warning needs them.
 			nodeMetadata(): nodeCache,
+			// Claims of every namespace, trimmed to the class they name (claimCache), watched
+			// only while a per-zone class is to be retired.
+			&corev1.PersistentVolumeClaim{}: claimCache,
 			&apiextensionsv1.CustomResourceDefinition{}: {
 				Field: clusters.ByName(names.VolumeSnapshotClassCRD),
 			},
@@ -65,8 +68,8 @@ func CacheOptions(cfg Config) cache.Options {
 // Setup adds the guest reconciler to mgr; guest is the cluster (and cache, see CacheOptions) it
 // reconciles: the manager itself on HyperShift, an extra cache on the one cluster in standalone.
 func Setup(mgr ctrl.Manager, guest cluster.Cluster, cfg Config) error {
-	// The same client without its cache, for the few reads that must not start an informer
-	// (the claims) or must not see a deleted object (a class being recreated).
+	// The same client without its cache, for the reads that must not see a deleted object (a
+	// class being recreated).
 	api, err := client.New(guest.GetConfig(), client.Options{Scheme: guest.GetScheme(), Mapper: guest.GetRESTMapper(), HTTPClient: guest.GetHTTPClient()})
 	if err != nil {
 		return fmt.Errorf("creating the guest's uncached client: %w", err)

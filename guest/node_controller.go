@@ -37,8 +37,8 @@ import (
 type Reconciler struct {
 	// Guest talks to the guest cluster (in standalone mode, the one cluster).
 	Guest client.Client
-	// GuestAPI reads from the guest's API server, not the cache: the claims, listed only when
-	// a per-zone class is to be retired, and objects just deleted to be recreated.
+	// GuestAPI reads from the guest's API server, not the cache: objects just deleted to be
+	// recreated.
 	GuestAPI client.Client
 	Config   Config
 	Decoder  *manifests.Decoder
@@ -52,13 +52,15 @@ type Reconciler struct {
 	// cluster-storage-operator's RBAC) and so writes with create and update.
 	fallback *apply.UpdateFallback
 	// accessReviews remembers, standalone, whether the operator may create
-	// SubjectAccessReviews, asked once (see State.NoAccessReviews).
-	accessReviews access.Once
+	// SubjectAccessReviews, asked again after an interval while not (see State.NoAccessReviews).
+	accessReviews access.Question
 	// nodes is the node watch, started when the zone warning first needs it; nodeAccess
-	// remembers whether the operator may list and watch nodes.
+	// remembers whether the operator may list and watch nodes, likewise.
 	nodes      nodeWatch
-	nodeAccess access.Once
-	now        func() time.Time
+	nodeAccess access.Question
+	// claims is the claim watch, run only while a per-zone class is to be retired.
+	claims claimWatch
+	now    func() time.Time
 }
 
 // SetupWithManager watches the ClusterCSIDriver (its spec, and its status while it carries a
@@ -161,16 +163,15 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	if nodesErr != nil {
 		st.Keep(driver.Status.Conditions, names.ConditionZoneWarning)
 	} else {
-		setZoneWarning(st, zoneInputs{Features: p.Features, NodeZones: nodeZones, Kept: kept, InvalidZones: p.InvalidZones})
+		setZoneWarning(st, zoneInputs{Features: p.Features, NodeZones: nodeZones, Kept: kept, Foreign: p.ForeignClasses, InvalidZones: p.InvalidZones})
 	}
 	if err := errors.Join(failed[groupStatic], failed[groupNode], failed[groupClasses], nodesErr); err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(kept) > 0 {
-		// Claims are not watched: check again later whether the kept classes can go.
-		return ctrl.Result{RequeueAfter: zoneClassRecheck}, nil
-	}
-	return ctrl.Result{}, nil
+	// A grant of what was denied changes nothing this manager watches: come back when the
+	// denial is due to be asked again, so that the grant is taken up without a restart. Only
+	// while something is denied; an allowed answer costs nothing at rest.
+	return ctrl.Result{RequeueAfter: access.Soonest(r.accessReviews.Recheck(), r.nodeAccess.Recheck(), r.claims.access.Recheck())}, nil
 }
 
 // readState reads what the guest manager decides from; a missing object is not an error.
@@ -226,7 +227,9 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 }
 
 // canReviewAccess reports whether the operator may create SubjectAccessReviews, asking the API
-// server once.
+// server on the first reconcile and again after an interval while it may not: an administrator
+// who grants it later gets the kube-rbac-proxies' ClusterRole with SubjectAccessReviews (and
+// scrapes authorised by them) without restarting the operator.
 func (r *Reconciler) canReviewAccess(ctx context.Context) (bool, error) {
 	may, denied, err := r.accessReviews.Allowed(ctx, r.Guest, "", authorizationv1.GroupName, "subjectaccessreviews", "create")
 	if denied {

@@ -40,7 +40,8 @@ type State struct {
 	// DaemonSet is the live node plugin DaemonSet (for conditions only).
 	DaemonSet *appsv1.DaemonSet
 	// StorageClass is the live standard-csi, and StorageClasses all of the cluster's classes:
-	// the user's choice of default class stands.
+	// the user's choice of default class stands, and a per-zone name that a class of someone
+	// else's holds is left to it (see ownZoneClass).
 	StorageClass   *storagev1.StorageClass
 	StorageClasses []storagev1.StorageClass
 	// SnapshotCRD is set when the API server serves VolumeSnapshotClasses.
@@ -80,9 +81,12 @@ type Plan struct {
 	// claim uses it (see claimsByClass), which the reconciler asks the API server.
 	Retire []string
 	// Features is what the node copy of cloud-conf decides; InvalidZones the volume zones that
-	// cannot name a per-zone class. Both feed the zone warning.
-	Features     features
-	InvalidZones []string
+	// cannot name a per-zone class; ForeignClasses the per-zone classes asked for whose name a
+	// StorageClass that is not the operator's holds, which the plan leaves alone. All three feed
+	// the zone warning.
+	Features       features
+	InvalidZones   []string
+	ForeignClasses []string
 }
 
 // Desired computes the plan for s. It reads nothing and writes nothing. The error is an internal
@@ -154,7 +158,6 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 // storageClasses plans standard-csi and the per-zone classes, which follow storageClassState
 // alike: Unmanaged leaves them, Removed deletes them.
 func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operatorv1.StorageClassStateName, s State) error {
-	live := zoneClassesLive(s.StorageClasses)
 	switch scState {
 	case operatorv1.UnmanagedStorageClass:
 		return nil
@@ -164,7 +167,7 @@ func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operator
 			return err
 		}
 		p.Delete = plan.Identities(plan.Steps(plan.Guest, groupClasses, sc))
-		for _, z := range live {
+		for _, z := range zoneClassesLive(s.StorageClasses) {
 			p.Delete = append(p.Delete, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(z)})
 		}
 		return nil
@@ -181,7 +184,7 @@ func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operator
 		p.Problems = append(p.Problems, fmt.Sprintf("Key %s of ConfigMap %s/%s, which the controlplane manager writes, does not decode; the per-zone StorageClasses are left as they are.",
 			names.KeyZoneClasses, names.GuestNamespace, names.NodeCloudConf(cfg.HyperShift)))
 	default:
-		zp, err := planZoneClasses(d, p.Features, live)
+		zp, err := planZoneClasses(d, p.Features, s.StorageClasses)
 		if err != nil {
 			return err
 		}
@@ -191,7 +194,7 @@ func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operator
 		for _, z := range zp.Recreate {
 			p.Recreate = append(p.Recreate, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(z)})
 		}
-		p.Retire, p.InvalidZones = zp.Retire, zp.Invalid
+		p.Retire, p.InvalidZones, p.ForeignClasses = zp.Retire, zp.Invalid, zp.Foreign
 	}
 	return nil
 }

@@ -263,7 +263,10 @@ func TestDesiredZoneClasses(t *testing.T) {
 		wantRetire   []string
 		wantDelete   []string
 		wantInvalid  []string
+		wantForeign  []string
 		wantProblem  bool
+		// others are live classes of per-zone names that are not the operator's.
+		others []storagev1.StorageClass
 	}{
 		{name: "When zone classes are asked for, it should apply one per class", data: classes(nova, cinder), usable: true,
 			wantApply: []string{"guest/StorageClass//standard-csi-nova", "guest/StorageClass//standard-csi-cinder"}},
@@ -285,6 +288,12 @@ func TestDesiredZoneClasses(t *testing.T) {
 			live: []zoneclasses.Class{cinder}, wantProblem: true},
 		{name: "When a volume zone cannot name a class, it should skip it and report it", data: classes(nova, zoneclasses.Class{VolumeZone: "Bad Zone"}), usable: true,
 			wantApply: []string{"guest/StorageClass//standard-csi-nova"}, wantInvalid: []string{"Bad Zone"}},
+		{name: "When a class that is not the operator's holds a per-zone name asked for, it should leave it and report it", data: classes(nova, cinder), usable: true,
+			others:    []storagev1.StorageClass{{ObjectMeta: metav1.ObjectMeta{Name: "standard-csi-nova"}, Provisioner: "example.com/other"}},
+			wantApply: []string{"guest/StorageClass//standard-csi-cinder"}, wantForeign: []string{"standard-csi-nova"}},
+		{name: "When a class that is not the operator's holds the name of a zone no longer asked for, it should neither retire nor report it", data: classes(cinder), usable: true,
+			others:    []storagev1.StorageClass{{ObjectMeta: metav1.ObjectMeta{Name: "standard-csi-nova"}, Provisioner: "example.com/other"}},
+			wantApply: []string{"guest/StorageClass//standard-csi-cinder"}},
 		{name: "When storageClassState is Unmanaged, it should leave them", data: classes(nova), usable: true, live: []zoneclasses.Class{cinder},
 			scState: operatorv1.UnmanagedStorageClass},
 		{name: "When storageClassState is Removed, it should delete them, used or not", data: classes(nova), usable: true, live: []zoneclasses.Class{nova, cinder},
@@ -302,12 +311,14 @@ func TestDesiredZoneClasses(t *testing.T) {
 			for _, c := range tt.live {
 				s.StorageClasses = append(s.StorageClasses, liveZoneClass(t, c))
 			}
+			s.StorageClasses = append(s.StorageClasses, tt.others...)
 			p := desiredPlan(t, testConfig(true), s)
 			g.Expect(zoneSteps(p.Apply)).To(ConsistOf(orEmpty(tt.wantApply)))
 			g.Expect(zoneSteps(p.Recreate)).To(ConsistOf(orEmpty(tt.wantRecreate)))
 			g.Expect(p.Retire).To(Equal(tt.wantRetire))
 			g.Expect(zoneSteps(p.Delete)).To(ConsistOf(orEmpty(tt.wantDelete)))
 			g.Expect(p.InvalidZones).To(Equal(tt.wantInvalid))
+			g.Expect(p.ForeignClasses).To(Equal(tt.wantForeign))
 			g.Expect(p.Problems != nil).To(Equal(tt.wantProblem))
 		})
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -14,23 +14,15 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
-
-// zoneClassRecheck is how often a per-zone class kept for its claims is checked again: claims are
-// not watched (a guest may have thousands, and only this rare case needs them), so their deletion
-// is noticed at the next check. Short, so that the warning clears within seconds of the last
-// claim's deletion; the list it costs runs only while a class is kept, a state that lasts until
-// an administrator acts.
-const zoneClassRecheck = 10 * time.Second
-
-// claimsPageSize bounds one page of the claims list.
-const claimsPageSize = 500
 
 // nodeMetadata returns the object the guest manager watches nodes as: metadata only, since it
 // needs nothing but two labels of each node, and a node's status changes all the time.
@@ -123,29 +115,196 @@ func (r *Reconciler) readNodeZones(ctx context.Context, f features) (map[string]
 	return nodeZones(list.Items), nil
 }
 
+// claimsUnknown is the count retireZoneClasses gives a class kept because the operator may not
+// list and watch claims to count them.
+const claimsUnknown = -1
+
+// claimClassIndex is the cache index of claims by the StorageClass they name (see claimClass).
+const claimClassIndex = "spec.storageClassName"
+
+// claimClass returns the StorageClass a claim names: spec.storageClassName, else the beta
+// annotation some old claims carry instead; "" when it names none.
+func claimClass(c *corev1.PersistentVolumeClaim) string {
+	if c.Spec.StorageClassName != nil {
+		return *c.Spec.StorageClassName
+	}
+	return c.Annotations[corev1.BetaStorageClassAnnotation]
+}
+
+// claimClassKeys is the extractor of claimClassIndex.
+func claimClassKeys(obj client.Object) []string {
+	c, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return nil
+	}
+	if name := claimClass(c); name != "" {
+		return []string{name}
+	}
+	return nil
+}
+
+// claimClassOnly is the claim cache's transform: it keeps of each claim what claimsByClass and the
+// watch's predicate read (its name, the class it names, its phase), so that the cache of a guest
+// of ten thousand claims holds little more than their names. Any other object (a tombstone)
+// passes unchanged.
+func claimClassOnly(obj any) (any, error) {
+	c, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.PersistentVolumeClaim{
+		TypeMeta:   c.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name, UID: c.UID, ResourceVersion: c.ResourceVersion},
+		Spec:       corev1.PersistentVolumeClaimSpec{StorageClassName: c.Spec.StorageClassName},
+		Status:     corev1.PersistentVolumeClaimStatus{Phase: c.Status.Phase},
+	}
+	if beta, ok := c.Annotations[corev1.BetaStorageClassAnnotation]; ok {
+		out.Annotations = map[string]string{corev1.BetaStorageClassAnnotation: beta}
+	}
+	return out, nil
+}
+
+// claimCache caches the claims of every namespace (an empty Namespaces overrides the cache's
+// default of the operator's namespace) as claimClassOnly leaves them. The API server cannot
+// select claims by class (a claim's only field selectors are its name and namespace), so the
+// whole kind is watched, and only while claimWatch runs.
+var claimCache = cache.ByObject{Namespaces: map[string]cache.Config{}, Transform: claimClassOnly}
+
+// claimWatch watches the guest's claims while a per-zone class is to be retired, and only then:
+// the reconciler reads the claims of each such class from the cache, by claimClassIndex, and a
+// claim of one of them that is added, deleted or changes phase triggers a reconcile, so that a
+// class is deleted as soon as its last claim is, without reading anything at rest. The informer
+// is removed again at the first reconcile under managementState Managed that has nothing to
+// retire, so that a guest without a kept class holds no claim in memory.
+type claimWatch struct {
+	// access remembers whether the operator may list and watch claims in every namespace.
+	access access.Question
+
+	// mu guards started; classesMu guards classes, which the watch's predicate reads from the
+	// informer's goroutine (a lock of its own, so that no event waits for a watch's start).
+	mu        sync.Mutex
+	started   bool
+	classesMu sync.Mutex
+	classes   map[string]bool
+}
+
+// retiring sets the classes whose claims' events pass.
+func (w *claimWatch) retiring(classes []string) {
+	w.classesMu.Lock()
+	defer w.classesMu.Unlock()
+	w.classes = map[string]bool{}
+	for _, c := range classes {
+		w.classes[c] = true
+	}
+}
+
+// retired reports whether obj is a claim of a class being retired.
+func (w *claimWatch) retired(obj client.Object) bool {
+	c, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return false
+	}
+	w.classesMu.Lock()
+	defer w.classesMu.Unlock()
+	return w.classes[claimClass(c)]
+}
+
+// changed passes the claim events that can change whether a class being retired is still used:
+// a claim of one added or deleted, or one whose phase changed (a Lost claim does not count).
+func (w *claimWatch) changed() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return w.retired(e.Object) },
+		DeleteFunc: func(e event.DeleteEvent) bool { return w.retired(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if e.ObjectOld == nil || e.ObjectNew == nil {
+				return false
+			}
+			if !w.retired(e.ObjectOld) && !w.retired(e.ObjectNew) {
+				return false
+			}
+			o, oldOK := e.ObjectOld.(*corev1.PersistentVolumeClaim)
+			n, newOK := e.ObjectNew.(*corev1.PersistentVolumeClaim)
+			return oldOK && newOK && (o.Status.Phase != n.Status.Phase || claimClass(o) != claimClass(n))
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// start makes the cache index and watch claims, unless they already are.
+func (w *claimWatch) start(ctx context.Context, c cache.Cache, ctl controller.Controller) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return nil
+	}
+	// IndexField creates the informer, which a started cache starts at once; the index is
+	// added to it before anything reads it.
+	if err := c.IndexField(ctx, &corev1.PersistentVolumeClaim{}, claimClassIndex, claimClassKeys); err != nil {
+		return fmt.Errorf("indexing claims by StorageClass: %w", err)
+	}
+	if err := ctl.Watch(clusters.Watch(c, &corev1.PersistentVolumeClaim{}, w.changed())); err != nil {
+		// Without the watch nothing would notice a claim's deletion: start again next time,
+		// with a new informer (an index cannot be added twice to one).
+		if rmErr := c.RemoveInformer(ctx, &corev1.PersistentVolumeClaim{}); rmErr != nil {
+			err = errors.Join(err, rmErr)
+		}
+		return fmt.Errorf("watching claims: %w", err)
+	}
+	w.started = true
+	return nil
+}
+
+// stop removes the claim informer, if it runs; the controller's watch of it then receives
+// nothing more.
+func (w *claimWatch) stop(ctx context.Context, c cache.Cache) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.started {
+		return nil
+	}
+	if err := c.RemoveInformer(ctx, &corev1.PersistentVolumeClaim{}); err != nil {
+		return fmt.Errorf("stopping the claim watch: %w", err)
+	}
+	w.started = false
+	return nil
+}
+
 // retireZoneClasses deletes each of the named per-zone classes that no claim uses (see
-// claimsByClass) and returns the claims of those it keeps. The claims are listed from the API
-// server, page by page, only when there is a class to retire. When they cannot be listed, every
-// class is kept and the error returned.
+// claimsByClass) and returns the claims of those it keeps. The claims are read from the cache
+// (see claimWatch), which watches them only while there is a class to retire. When the operator
+// may not list and watch claims, every class is kept with claimsUnknown; when the cache cannot
+// be read, every class is kept and the error returned.
 func (r *Reconciler) retireZoneClasses(ctx context.Context, appliers plan.Appliers, classes []string) (map[string]int, error) {
+	r.claims.retiring(classes)
 	if len(classes) == 0 {
-		return nil, nil
+		return nil, r.claims.stop(ctx, r.cache)
 	}
-	var claims []corev1.PersistentVolumeClaim
-	opts := &client.ListOptions{Limit: claimsPageSize}
-	for {
-		var page corev1.PersistentVolumeClaimList
-		if err := apply.List(ctx, r.GuestAPI, r.errCluster(), &page, opts); err != nil {
-			return nil, fmt.Errorf("listing the claims of StorageClasses no longer asked for: %w", err)
-		}
-		claims = append(claims, page.Items...)
-		if page.Continue == "" {
-			break
-		}
-		opts.Continue = page.Continue
-	}
-	inUse := claimsByClass(claims, classes)
 	log := ctrl.LoggerFrom(ctx)
+	may, denied, err := r.claims.access.Allowed(ctx, r.Guest, "", "", "persistentvolumeclaims", "list", "watch")
+	if err != nil {
+		return nil, err
+	}
+	if denied {
+		log.Info("Claims may not be listed and watched in every namespace: per-zone StorageClasses no longer asked for are kept", "storageClasses", classes)
+	}
+	if !may {
+		kept := map[string]int{}
+		for _, name := range classes {
+			kept[name] = claimsUnknown
+		}
+		return kept, nil
+	}
+	if err := r.claims.start(ctx, r.cache, r.controller); err != nil {
+		return nil, err
+	}
+	inUse := map[string]int{}
+	for _, name := range classes {
+		var list corev1.PersistentVolumeClaimList
+		if err := apply.List(ctx, r.Guest, r.errCluster(), &list, client.MatchingFields{claimClassIndex: name}); err != nil {
+			return nil, fmt.Errorf("reading the claims of StorageClasses no longer asked for: %w", err)
+		}
+		maps.Copy(inUse, claimsByClass(list.Items, classes))
+	}
 	var steps []plan.Step
 	kept := map[string]int{}
 	for _, name := range classes {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
 
 // zoneLabel is the well-known zone label of a node; the kubelet sets it from the cloud provider.
@@ -48,11 +49,9 @@ func nodeZones(nodes []metav1.PartialObjectMetadata) map[string]int {
 // field counts as naming the class.
 func claimsByClass(claims []corev1.PersistentVolumeClaim, classes []string) map[string]int {
 	out := map[string]int{}
-	for _, c := range claims {
-		name := c.Annotations[corev1.BetaStorageClassAnnotation]
-		if c.Spec.StorageClassName != nil {
-			name = *c.Spec.StorageClassName
-		}
+	for i := range claims {
+		c := &claims[i]
+		name := claimClass(c)
 		if !slices.Contains(classes, name) {
 			continue
 		}
@@ -70,8 +69,12 @@ type zoneInputs struct {
 	// NodeZones counts the nodes of each compute zone; nil when the nodes were not read (topology
 	// off, no zone listing yet, or the operator may not watch nodes).
 	NodeZones map[string]int
-	// Kept counts the claims of each per-zone class kept because claims use it.
+	// Kept counts the claims of each per-zone class kept because claims use it; claimsUnknown
+	// for a class kept because the operator may not watch claims to count them.
 	Kept map[string]int
+	// Foreign are the per-zone classes asked for whose name a StorageClass that is not the
+	// operator's holds (Plan.ForeignClasses).
+	Foreign []string
 	// InvalidZones are the volume zones that cannot name a per-zone class.
 	InvalidZones []string
 }
@@ -83,8 +86,9 @@ func watchesNodes(f features) bool {
 }
 
 // setZoneWarning sets the zone warning: True while nodes are in a compute zone that is no volume
-// zone, where claims of standard-csi cannot be provisioned under topology, a per-zone class is kept for its claims, or a volume zone
-// cannot name a class; else False.
+// zone, where claims of standard-csi cannot be provisioned under topology, a per-zone class is
+// kept for its claims, a per-zone class's name is held by a StorageClass of someone else's, or a
+// volume zone cannot name a class; else False.
 func setZoneWarning(st *conditions.Set, in zoneInputs) {
 	v := zoneWarning(in)
 	st.Set(names.ConditionZoneWarning, v.Status, v.Reason, v.Message)
@@ -101,10 +105,11 @@ func zoneWarning(in zoneInputs) conditions.Verdict {
 			pluralWord(len(zones), "Compute zone", "Compute zones"), listSome(zones), plural(nodes, "node"), verb(len(zones)),
 			names.StorageClass, pluralWord(len(zones), "its", "their"), names.OpenShiftConfigNamespace, names.UserConfigMap))
 	}
-	if len(in.Kept) > 0 {
-		classes := slices.Sorted(maps.Keys(in.Kept))
+	counted, unknown := keptClasses(in.Kept)
+	if len(counted) > 0 {
+		classes := slices.Sorted(maps.Keys(counted))
 		claims := 0
-		for _, n := range in.Kept {
+		for _, n := range counted {
 			claims += n
 		}
 		reasons = append(reasons, names.ReasonZoneClassInUse)
@@ -117,6 +122,26 @@ func zoneWarning(in zoneInputs) conditions.Verdict {
 			pluralWord(len(classes), "it", "them"), pluralWord(len(classes), "the class", "the classes"), pluralWord(len(classes), "it", "them"),
 			pluralWord(len(classes), "it", "them"), names.OpenShiftConfigNamespace, names.UserConfigMap))
 	}
+	if n := len(unknown); n > 0 {
+		reasons = append(reasons, names.ReasonZoneClassInUse)
+		msgs = append(msgs, fmt.Sprintf("%s %s %s kept, although %s no longer asked for: the operator may not list and watch claims in every namespace "+
+			"to tell whether a claim uses %s. Grant it list and watch of persistentvolumeclaims, or delete %s once no claim uses %s.",
+			pluralWord(n, "StorageClass", "StorageClasses"), listSome(unknown), isAre(n), pluralWord(n, "it is", "they are"),
+			pluralWord(n, "it", "them"), pluralWord(n, "the class", "the classes"), pluralWord(n, "it", "them")))
+	}
+	if n := len(in.Foreign); n > 0 {
+		zones := make([]string, n)
+		for i, name := range in.Foreign {
+			zones[i] = strings.TrimPrefix(name, zoneclasses.ClassPrefix)
+		}
+		reasons = append(reasons, names.ReasonZoneClassNameTaken)
+		msgs = append(msgs, fmt.Sprintf("%s %s %s not the operator's (%s the operator's labels), so the operator leaves %s alone and %s %s %s no per-zone class. "+
+			"Rename or delete %s to let the operator create %s.",
+			pluralWord(n, "StorageClass", "StorageClasses"), listSome(in.Foreign), pluralWord(n, "exists and is", "exist and are"),
+			pluralWord(n, "it lacks", "they lack"), pluralWord(n, "it", "them"),
+			pluralWord(n, "volume zone", "volume zones"), listSome(zones), verb(n),
+			pluralWord(n, "that StorageClass", "those StorageClasses"), pluralWord(n, "it", "them")))
+	}
 	if len(in.InvalidZones) > 0 {
 		reasons = append(reasons, names.ReasonZoneNameInvalid)
 		msgs = append(msgs, fmt.Sprintf("%s %s cannot name a StorageClass (lower-case letters, digits, '-' and '.' only), so %s no per-zone class.",
@@ -127,6 +152,21 @@ func zoneWarning(in zoneInputs) conditions.Verdict {
 		return conditions.Verdict{Status: operatorv1.ConditionFalse, Reason: names.ReasonAsExpected}
 	}
 	return conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: reasons[0], Message: strings.Join(msgs, " ")}
+}
+
+// keptClasses splits kept into the classes whose claims were counted and, sorted, those kept
+// with claimsUnknown.
+func keptClasses(kept map[string]int) (counted map[string]int, unknown []string) {
+	counted = map[string]int{}
+	for name, n := range kept {
+		if n == claimsUnknown {
+			unknown = append(unknown, name)
+		} else {
+			counted[name] = n
+		}
+	}
+	slices.Sort(unknown)
+	return counted, unknown
 }
 
 // strandedZones returns the compute zones, sorted, whose nodes cannot get a volume of standard-csi

@@ -97,6 +97,21 @@ func TestZoneWarning(t *testing.T) {
 				Message: "StorageClass standard-csi-old is kept because 2 claims use it, although it is no longer asked for (its volume zone went away, or zone_storage_classes was turned off): " +
 					"new claims of it would be provisioned into a zone that may be gone. Delete those claims to have the class removed, or keep it by asking for it again " +
 					"(zone_storage_classes \"true\" and, for a compute zone of another name, zone_mapping in ConfigMap openshift-config/cinder-csi-config)."}},
+		{name: "When claims cannot be watched to count them, it should say the class is kept and what to grant", in: zoneInputs{
+			Features: on, Kept: map[string]int{"standard-csi-old": claimsUnknown}},
+			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonZoneClassInUse,
+				Message: "StorageClass standard-csi-old is kept, although it is no longer asked for: the operator may not list and watch claims in every namespace " +
+					"to tell whether a claim uses it. Grant it list and watch of persistentvolumeclaims, or delete the class once no claim uses it."}},
+		{name: "When a class that is not the operator's holds a per-zone name asked for, it should name it, its zone and the way out", in: zoneInputs{
+			Features: on, Foreign: []string{"standard-csi-nova"}},
+			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonZoneClassNameTaken,
+				Message: "StorageClass standard-csi-nova exists and is not the operator's (it lacks the operator's labels), so the operator leaves it alone " +
+					"and volume zone nova has no per-zone class. Rename or delete that StorageClass to let the operator create it."}},
+		{name: "When several such classes exist, it should name them all", in: zoneInputs{
+			Features: on, Foreign: []string{"standard-csi-a", "standard-csi-b"}},
+			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonZoneClassNameTaken,
+				Message: "StorageClasses standard-csi-a, standard-csi-b exist and are not the operator's (they lack the operator's labels), so the operator leaves them alone " +
+					"and volume zones a, b have no per-zone class. Rename or delete those StorageClasses to let the operator create them."}},
 		{name: "When a volume zone cannot name a class, it should name it", in: zoneInputs{Features: on, InvalidZones: []string{"AZ 1"}},
 			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonZoneNameInvalid,
 				Message: `Volume zone "AZ 1" cannot name a StorageClass (lower-case letters, digits, '-' and '.' only), so it gets no per-zone class.`}},
@@ -164,5 +179,81 @@ func TestNodeZoneChanged(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(nodeZoneChanged.Create(event.CreateEvent{Object: n(nil)})).To(BeTrue())
 		g.Expect(nodeZoneChanged.Delete(event.DeleteEvent{Object: n(nil)})).To(BeTrue())
+	})
+}
+
+func TestClaimClassOnly(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	in := &corev1.PersistentVolumeClaim{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "data", UID: "u", ResourceVersion: "7",
+			Labels:        map[string]string{"app": "db"},
+			Annotations:   map[string]string{corev1.BetaStorageClassAnnotation: "standard-csi-old", "big": "value"},
+			Finalizers:    []string{"kubernetes.io/pvc-protection"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}},
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: ptr.To("standard-csi-old"), VolumeName: "pvc-1",
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}},
+	}
+	out, err := claimClassOnly(in)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(Equal(&corev1.PersistentVolumeClaim{
+		TypeMeta: in.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "data", UID: "u", ResourceVersion: "7",
+			Annotations: map[string]string{corev1.BetaStorageClassAnnotation: "standard-csi-old"}},
+		Spec:   corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("standard-csi-old")},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+	}))
+	g.Expect(claimClassKeys(out.(*corev1.PersistentVolumeClaim))).To(Equal([]string{"standard-csi-old"}))
+	other := "tombstone"
+	g.Expect(claimClassOnly(other)).To(Equal(other))
+}
+
+func TestClaimClassKeys(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	beta := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{corev1.BetaStorageClassAnnotation: "standard-csi-b"}}}
+	g.Expect(claimClassKeys(beta)).To(Equal([]string{"standard-csi-b"}), "the beta annotation names the class when the field does not")
+	g.Expect(claimClassKeys(&corev1.PersistentVolumeClaim{})).To(BeEmpty(), "a claim that names no class is in no key")
+	g.Expect(claimClassKeys(&corev1.ConfigMap{})).To(BeEmpty())
+}
+
+func TestClaimWatchChanged(t *testing.T) {
+	t.Parallel()
+	w := &claimWatch{}
+	w.retiring([]string{"standard-csi-old"})
+	pred := w.changed()
+	kept := claimOf("apps", "data", "standard-csi-old", corev1.ClaimBound)
+	lost := claimOf("apps", "data", "standard-csi-old", corev1.ClaimLost)
+	relabelled := kept.DeepCopy()
+	relabelled.Labels = map[string]string{"app": "db"}
+	unrelated := claimOf("apps", "logs", "standard-csi", corev1.ClaimBound)
+	for _, tt := range []struct {
+		name string
+		got  bool
+		want bool
+	}{
+		{name: "When a claim of a class being retired is deleted, it should pass", got: pred.Delete(event.DeleteEvent{Object: kept}), want: true},
+		{name: "When a claim of a class being retired is added, it should pass", got: pred.Create(event.CreateEvent{Object: kept}), want: true},
+		{name: "When a claim of a class being retired changes phase, it should pass", got: pred.Update(event.UpdateEvent{ObjectOld: kept, ObjectNew: lost}), want: true},
+		{name: "When a claim of a class being retired changes otherwise, it should not pass", got: pred.Update(event.UpdateEvent{ObjectOld: kept, ObjectNew: relabelled})},
+		{name: "When a claim of another class is deleted, it should not pass", got: pred.Delete(event.DeleteEvent{Object: unrelated})},
+		{name: "When a claim of another class is added, it should not pass", got: pred.Create(event.CreateEvent{Object: unrelated})},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			NewWithT(t).Expect(tt.got).To(Equal(tt.want))
+		})
+	}
+	t.Run("When nothing is being retired any more, it should pass nothing", func(t *testing.T) {
+		t.Parallel()
+		w := &claimWatch{}
+		w.retiring([]string{"standard-csi-old"})
+		w.retiring(nil)
+		NewWithT(t).Expect(w.changed().Delete(event.DeleteEvent{Object: kept})).To(BeFalse())
 	})
 }

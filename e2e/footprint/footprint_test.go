@@ -22,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
+	operatorv1 "github.com/openshift/api/operator/v1"
+
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 )
 
@@ -31,6 +34,7 @@ var (
 	namespaces     = flag.Int("namespaces", 500, "busy-management: unrelated namespaces created on the management cluster")
 	objects        = flag.Int("objects", 20, "busy-management: objects in each of those namespaces")
 	nodes          = flag.Int("nodes", 1000, "large-guest: worker nodes of the guest cluster")
+	claims         = flag.Int("claims", 10000, "kept-zone-class: bound claims in the guest")
 	outDir         = flag.String("out", "../../bin/footprint", "directory of summary.txt")
 )
 
@@ -46,6 +50,8 @@ type scenario struct {
 	// allNodes makes the wait for the install include the node DaemonSet running on this many
 	// nodes.
 	allNodes int
+	// installed, when set, is what the wait for the install also expects of the driver.
+	installed func(g Gomega, d *operatorv1.ClusterCSIDriver)
 }
 
 // scenarios are the benchmark's sub-benchmarks, in order.
@@ -69,11 +75,19 @@ func scenarios() []scenario {
 			options:  env.Options{Mode: env.ModeHyperShift, Audit: true, Workers: *nodes},
 			allNodes: *nodes,
 		},
+		{
+			name: "kept-zone-class",
+			about: fmt.Sprintf("%d bound claims in the guest, one in %d of a per-zone StorageClass whose zone is no longer asked for, which the operator keeps for them",
+				*claims, keptEvery),
+			options:   env.Options{Mode: env.ModeHyperShift, Audit: true},
+			prepare:   func(b *testing.B, e *env.Env) []string { return keptZoneClass(b, e, *claims) },
+			installed: keptZoneWarning((*claims + keptEvery - 1) / keptEvery),
+		},
 	}
 }
 
 // BenchmarkFootprint measures the operator at rest in each scenario (idle, busy-management,
-// large-guest), each in its own environment. One iteration is a whole environment and a window
+// large-guest, kept-zone-class), each in its own environment. One iteration is a whole environment and a window
 // of -window, so run it with -benchtime=1x; -bench=BenchmarkFootprint/idle picks one scenario.
 func BenchmarkFootprint(b *testing.B) {
 	operator, err := filepath.Abs(*operatorBinary)

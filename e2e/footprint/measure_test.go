@@ -84,7 +84,7 @@ func measure(b *testing.B, s scenario, operator string) *result {
 	// The first scrape is taken as soon as /metrics answers, before the managers have settled;
 	// it may already count the first reconciles.
 	r.reconcilesStart, r.firstScrape = x.firstScrape()
-	x.waitInstalled(s.allNodes)
+	x.waitInstalled(s.allNodes, s.installed)
 	r.available = time.Since(x.started)
 	r.daemonSet = x.daemonSetSummary()
 	x.waitSettled()
@@ -94,6 +94,8 @@ func measure(b *testing.B, s scenario, operator string) *result {
 	x.watch(r)
 	r.reconcilesEnd = x.scrape()
 	r.perNode = x.requests.perNode(x.started, r.windowEnd)
+	r.claimsInstall = x.requests.claims(x.started, r.windowStart)
+	r.claimsWindow = x.requests.claims(r.windowStart, r.windowEnd)
 	return r
 }
 
@@ -221,11 +223,12 @@ func (x *run) eventually(what string, timeout time.Duration, check func(g Gomega
 	x.b.Logf("%s after %s", what, time.Since(begin).Round(100*time.Millisecond))
 }
 
-// waitInstalled waits until the driver is Available and not Progressing on both sides and the
-// node DaemonSet is rolled out on every node it schedules to, at least allNodes of them. Every
-// failure names the DaemonSet's status and the failing condition, so that a timeout says whether
-// the rollout or the operator's report of it was missing.
-func (x *run) waitInstalled(allNodes int) {
+// waitInstalled waits until the driver is Available and not Progressing on both sides, the
+// node DaemonSet is rolled out on every node it schedules to, at least allNodes of them, and the
+// driver is as installed expects, when set. Every failure names the DaemonSet's status and the
+// failing condition, so that a timeout says whether the rollout or the operator's report of it
+// was missing.
+func (x *run) waitInstalled(allNodes int, installed func(g Gomega, d *operatorv1.ClusterCSIDriver)) {
 	x.eventually("driver Available, node DaemonSet rolled out", installTimeout, func(g Gomega) {
 		ds := x.daemonSet(g)
 		st := ds.Status
@@ -248,6 +251,9 @@ func (x *run) waitInstalled(allNodes int) {
 		g.Expect(st.DesiredNumberScheduled).To(BeNumerically(">=", max(allNodes, 1)), rollout)
 		g.Expect(st.UpdatedNumberScheduled).To(Equal(st.DesiredNumberScheduled), rollout)
 		g.Expect(st.NumberAvailable).To(Equal(st.DesiredNumberScheduled), rollout)
+		if installed != nil {
+			installed(g, d)
+		}
 	})
 }
 

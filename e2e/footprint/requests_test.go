@@ -172,3 +172,16 @@ func (q *requests) perNode(from, to time.Time) []request {
 	}
 	return out
 }
+
+// claims returns the requests received in [from, to) about claims: the operator reads them only
+// while it keeps a per-zone class for them, from its cache, so at rest the only ones expected
+// are the restarts of that watch.
+func (q *requests) claims(from, to time.Time) []request {
+	var out []request
+	for _, r := range q.between(from, to) {
+		if r.ObjectRef.Resource == "persistentvolumeclaims" {
+			out = append(out, r)
+		}
+	}
+	return out
+}

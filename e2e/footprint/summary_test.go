@@ -42,6 +42,9 @@ type result struct {
 	daemonSetStatusInstall, daemonSetStatusWindow int
 	// perNode are the per-node requests from the operator's start to the window's end.
 	perNode []request
+	// claimsInstall and claimsWindow are the requests about claims from the operator's start
+	// until the window, and in it.
+	claimsInstall, claimsWindow []request
 	// Reconciles per controller: at the first scrape (firstScrape after the operator's start),
 	// once settled, at the window's end.
 	firstScrape                                       time.Duration
@@ -143,6 +146,7 @@ func (r *result) report(b *testing.B) {
 	b.ReportMetric(float64(reads), "other-reads")
 	b.ReportMetric(float64(watches), "watch-starts")
 	b.ReportMetric(float64(len(r.perNode)), "per-node-requests")
+	b.ReportMetric(float64(len(r.claimsWindow)), "claim-requests")
 	b.ReportMetric(install, "install-reconciles")
 	b.ReportMetric(window, "window-reconciles")
 	b.ReportMetric(r.available.Seconds(), "available-s")
@@ -188,6 +192,12 @@ func (r *result) section() string {
 	}
 	line("per-node requests:  %d from the operator's start to the window's end (nodes, pods, or a node's name)", len(r.perNode))
 	for _, g := range group(r.perNode) {
+		line("                    %s", g)
+	}
+	cm, cr, cw := counts(r.claimsWindow)
+	line("claim requests:     %d from the operator's start until the window; %d in the window: %d mutating, %d reads that are not watches, %d watch (re)starts",
+		len(r.claimsInstall), len(r.claimsWindow), cm, cr, cw)
+	for _, g := range group(slices.Concat(r.claimsInstall, r.claimsWindow)) {
 		line("                    %s", g)
 	}
 	install, windowReconciles := r.reconciles()

@@ -129,7 +129,8 @@ func TestCaches(t *testing.T) {
 			// warning while topology is on: a node's zone may be either of two labels, which no
 			// one selector can ask for.
 			"nodes": {},
-			// Claims are listed (never watched) only while a per-zone class is to be retired.
+			// Claims, trimmed to their class in the cache, watched only while a per-zone class
+			// is to be retired.
 			"persistentvolumeclaims": {},
 		}
 		watched := map[string]bool{}

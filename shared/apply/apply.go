@@ -140,12 +140,20 @@ func (a *Applier) apply(ctx context.Context, obj client.Object, subresource stri
 	if subresource == "status" {
 		op = OpWriteStatus
 	}
-	if subresource == "" && a.Fallback.Active(gvk.GroupKind()) {
+	key := client.ObjectKeyFromObject(obj)
+	if subresource == "" && a.Fallback.stillActive(ctx, a.Client, gvk, key.Namespace) {
 		return a.createOrUpdate(ctx, gvk, desired, live)
 	}
 	adopted := false
-	if subresource == "" && len(a.Adopt) > 0 {
-		if adopted, err = a.adopt(ctx, gvk, client.ObjectKeyFromObject(obj), live); err != nil {
+	if subresource == "" && (len(a.Adopt) > 0 || updatedBy(live, a.Owner)) {
+		var read client.Object
+		read, adopted, err = a.adopt(ctx, gvk, key, live)
+		// What adopt read from the API server is the live object for what follows: the
+		// fallback below must update an object the cache does not hold, not create it again.
+		if read != nil {
+			live = read
+		}
+		if err != nil {
 			// The adoption is a patch too.
 			if a.Fallback.activate(ctx, gvk.GroupKind(), err) {
 				return a.createOrUpdate(ctx, gvk, desired, live)
@@ -176,31 +184,50 @@ func (a *Applier) apply(ctx context.Context, obj client.Object, subresource stri
 
 // adopt merges the fields the Adopt managers own on the object into Owner's field set, and
 // reports whether it did. live is the object from the cache, or nil; then the API server is asked.
-func (a *Applier) adopt(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey, live client.Object) (bool, error) {
+// It returns the object it worked from (live, or what the API server returned; nil when the object
+// does not exist), also with an error.
+//
+// Owner itself is adopted too, as the manager of its own updates: an object written with create
+// and update while patches were forbidden (see UpdateFallback) has Owner's fields under an Update
+// entry, which a forced apply would leave in place, so that a field Owner no longer sets would
+// never go. An object Owner only ever applied has no such entry, and nothing is patched for it.
+func (a *Applier) adopt(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey, live client.Object) (client.Object, bool, error) {
 	if live == nil {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		if err := a.Client.Get(ctx, key, u); err != nil {
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			return false, a.objectError(OpRead, gvk, key, err)
+		read, err := a.readServer(ctx, gvk, key)
+		if err != nil || read == nil {
+			return nil, false, err
 		}
-		live = u
+		live = read
 	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(a.Adopt...), a.Owner)
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(a.Adopt...).Insert(a.Owner), a.Owner)
 	if err != nil {
-		return false, a.objectError(OpAdopt, gvk, key, fmt.Errorf("computing the patch: %w", err))
+		return live, false, a.objectError(OpAdopt, gvk, key, fmt.Errorf("computing the patch: %w", err))
 	}
 	if patch == nil {
-		return false, nil
+		return live, false, nil
 	}
 	// The patch also sets the resourceVersion it was computed from: it fails with a conflict,
-	// and the reconcile is retried, if the object changed since.
-	if err := a.Client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(a.Owner)); err != nil {
-		return false, a.objectError(OpAdopt, gvk, key, fmt.Errorf("from field managers %v: %w", a.Adopt, err))
+	// and the reconcile is retried, if the object changed since. A copy is patched: a refused
+	// patch must leave the object as read, for the fallback to update.
+	patched := live.DeepCopyObject().(client.Object)
+	if err := a.Client.Patch(ctx, patched, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(a.Owner)); err != nil {
+		return live, false, a.objectError(OpAdopt, gvk, key, fmt.Errorf("from field managers %v: %w", a.Adopt, err))
 	}
-	return true, nil
+	return patched, true, nil
+}
+
+// updatedBy reports whether owner wrote obj (its main resource, not a subresource) with an
+// update, which only the create and update fallback does.
+func updatedBy(obj client.Object, owner string) bool {
+	if obj == nil {
+		return false
+	}
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager == owner && f.Operation == metav1.ManagedFieldsOperationUpdate && f.Subresource == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Delete deletes the object named by obj if it exists. Deleting an object that is already gone

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -10,11 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 )
 
-// UpdateFallback lets an Applier write objects of some kinds with create and update once the API
-// server has forbidden it to patch them, and remembers, for the life of the process, the kinds
-// for which that happened.
+// UpdateFallback lets an Applier write objects of some kinds with create and update while the
+// API server forbids it to patch them, and remembers the kinds for which that happened.
 //
 // Server-side apply is a PATCH. cluster-storage-operator grants the ServiceAccount of the
 // operator it starts (csi-operator's, whose image this operator replaces) create and update but
@@ -24,19 +26,26 @@ import (
 // it sets differs, merging its values into the live object so that what others set (the default
 // StorageClass annotation, labels, fields of the replaced operator) stays. What the fallback
 // cannot do is remove a field the operator set before and no longer sets: that needs the field
-// ownership only an apply has.
+// ownership only an apply has. So while a kind falls back, the applier asks at most once per
+// interval (one SelfSubjectAccessReview, not a refused patch that would fill the audit log)
+// whether a patch of it is allowed again, and goes back to server-side apply when it is.
 //
 // The zero value falls back for no kind. One UpdateFallback is shared by the appliers of one
-// reconciler, so that the switch is logged once, not on every reconcile.
+// reconciler, so that a switch is logged once, not on every reconcile.
 type UpdateFallback struct {
+	// Interval is how often a kind that falls back asks whether it may patch again; zero means
+	// access.DefaultInterval.
+	Interval time.Duration
+
 	kinds map[schema.GroupKind]bool
 	mu    sync.Mutex
-	on    map[schema.GroupKind]bool
+	// on holds the kinds that fall back, each with when it was last found unable to patch.
+	on map[schema.GroupKind]time.Time
 }
 
 // NewUpdateFallback returns an UpdateFallback for the given kinds.
 func NewUpdateFallback(kinds ...schema.GroupKind) *UpdateFallback {
-	f := &UpdateFallback{kinds: map[schema.GroupKind]bool{}, on: map[schema.GroupKind]bool{}}
+	f := &UpdateFallback{kinds: map[schema.GroupKind]bool{}, on: map[schema.GroupKind]time.Time{}}
 	for _, k := range kinds {
 		f.kinds[k] = true
 	}
@@ -50,7 +59,8 @@ func (f *UpdateFallback) Active(gk schema.GroupKind) bool {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.on[gk]
+	_, on := f.on[gk]
+	return on
 }
 
 // activate switches kind gk to create and update if err is a refusal of the API server and the
@@ -60,14 +70,61 @@ func (f *UpdateFallback) activate(ctx context.Context, gk schema.GroupKind, err 
 		return false
 	}
 	f.mu.Lock()
-	first := !f.on[gk]
-	f.on[gk] = true
+	_, was := f.on[gk]
+	f.on[gk] = time.Now()
 	f.mu.Unlock()
-	if first {
-		logf.FromContext(ctx).Info("Server-side apply forbidden, writing with create and update from now on",
+	if !was {
+		logf.FromContext(ctx).Info("Server-side apply forbidden, writing with create and update until a patch is allowed again",
 			"kind", gk.String(), "reason", err.Error())
 	}
 	return true
+}
+
+// stillActive reports whether objects of kind gvk, in namespace ns, are still to be written with
+// create and update. Once the interval has passed since the kind last could not patch, it asks c
+// whether a patch is allowed now, and if so switches the kind back to server-side apply. A
+// failed question keeps the fallback until the next interval: it is no reason to fail a write
+// that create and update can do.
+func (f *UpdateFallback) stillActive(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, ns string) bool {
+	if f == nil {
+		return false
+	}
+	gk := gvk.GroupKind()
+	f.mu.Lock()
+	since, on := f.on[gk]
+	if !on || time.Since(since) < f.interval() {
+		f.mu.Unlock()
+		return on
+	}
+	// Claimed before asking, so that concurrent appliers ask once per interval between them.
+	f.on[gk] = time.Now()
+	f.mu.Unlock()
+
+	resource := resourceFor(c, gvk)
+	if resource == "" {
+		return true
+	}
+	log := logf.FromContext(ctx)
+	ok, err := access.Allowed(ctx, c, ns, gvk.Group, resource, "patch")
+	if err != nil {
+		log.V(2).Info("Could not ask whether server-side apply is allowed again", "kind", gk.String(), "reason", err.Error())
+		return true
+	}
+	if !ok {
+		return true
+	}
+	f.mu.Lock()
+	delete(f.on, gk)
+	f.mu.Unlock()
+	log.Info("Server-side apply allowed again, no longer writing with create and update", "kind", gk.String())
+	return false
+}
+
+func (f *UpdateFallback) interval() time.Duration {
+	if f.Interval > 0 {
+		return f.Interval
+	}
+	return access.DefaultInterval
 }
 
 // WithUpdateFallback makes the applier fall back to create and update as f says, and returns a.
@@ -76,16 +133,41 @@ func (a *Applier) WithUpdateFallback(f *UpdateFallback) *Applier {
 	return a
 }
 
-// createOrUpdate writes desired (as prepared for an apply) with create, when live is nil, or with
-// an update of live into which desired's values are merged, unless live already holds them all.
+// createOrUpdate writes desired (as prepared for an apply) with create, when the object does not
+// exist, or with an update of the live object into which desired's values are merged, unless it
+// already holds them all. live is the object as read so far, or nil.
+//
+// A nil live is not proof that the object is missing: the cache the applier compares with
+// usually selects the operator's label, and an object someone else created (csi-operator's
+// CSIDriver, which never had that label) is not in it. Creating it would fail with AlreadyExists
+// on every reconcile. So the API server is asked first, with an unstructured read, which the
+// client serves uncached (see Adopting); and a create that still finds the object there (created
+// between the read and the create) reads it and updates it instead.
 func (a *Applier) createOrUpdate(ctx context.Context, gvk schema.GroupVersionKind, desired map[string]any, live client.Object) (Result, error) {
 	key := client.ObjectKey{Namespace: nestedString(desired, "metadata", "namespace"), Name: nestedString(desired, "metadata", "name")}
 	if live == nil {
-		u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(desired)}
-		if err := a.Client.Create(ctx, u, client.FieldOwner(a.Owner)); err != nil {
-			return Unchanged, a.objectError(OpApply, gvk, key, err)
+		var err error
+		if live, err = a.readServer(ctx, gvk, key); err != nil {
+			return Unchanged, err
 		}
-		return Applied, nil
+	}
+	if live == nil {
+		u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(desired)}
+		createErr := a.Client.Create(ctx, u, client.FieldOwner(a.Owner))
+		if createErr == nil {
+			return Applied, nil
+		}
+		if !apierrors.IsAlreadyExists(createErr) {
+			return Unchanged, a.objectError(OpApply, gvk, key, createErr)
+		}
+		var err error
+		if live, err = a.readServer(ctx, gvk, key); err != nil {
+			return Unchanged, err
+		}
+		if live == nil {
+			// Created and deleted again since: the next reconcile finds out which way it ended.
+			return Unchanged, a.objectError(OpApply, gvk, key, createErr)
+		}
 	}
 	liveMap, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
 	if err != nil {
@@ -109,6 +191,20 @@ func (a *Applier) createOrUpdate(ctx context.Context, gvk schema.GroupVersionKin
 		return Unchanged, a.objectError(OpApply, gvk, key, err)
 	}
 	return Applied, nil
+}
+
+// readServer reads the object of kind gvk named key from the API server, not a cache (an
+// unstructured read of Client), and returns nil when it does not exist.
+func (a *Applier) readServer(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) (client.Object, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	if err := a.Client.Get(ctx, key, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, a.objectError(OpRead, gvk, key, err)
+	}
+	return u, nil
 }
 
 // holds reports whether every value desired sets is already in live; lists compare whole.

@@ -389,6 +389,9 @@ const (
 	ReasonNodesOutsideVolumeZones = "NodesOutsideVolumeZones"
 	// ReasonZoneClassInUse: a per-zone class whose zone went away is kept for the claims using it.
 	ReasonZoneClassInUse = "ZoneClassInUse"
+	// ReasonZoneClassNameTaken: a per-zone class asked for has the name of a StorageClass the
+	// operator did not make, which it leaves alone.
+	ReasonZoneClassNameTaken = "ZoneClassNameTaken"
 	// ReasonZoneNameInvalid: a volume zone's name cannot name a StorageClass or a label value.
 	ReasonZoneNameInvalid = "ZoneNameInvalid"
 )
