@@ -14,7 +14,6 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
@@ -325,7 +324,7 @@ func TestZoneClassesOfOthers(t *testing.T) {
 		"the operator's class whose managed-by label a user removed":    withLabels(map[string]string{names.ZoneClassLabel: "nova"}),
 		"a copy of standard-csi under the per-zone name":                withLabels(map[string]string{names.ManagedByLabel: names.ManagedByValue}),
 	}
-	steps := func(ss []plan.Step) []string { return testutil.StepNames(ss) }
+	steps := testutil.StepNames
 	for what, other := range users {
 		t.Run("When "+what+" holds a per-zone name asked for, it should neither apply nor recreate it", func(t *testing.T) {
 			t.Parallel()

@@ -250,7 +250,7 @@ func TestUpdateFallback(t *testing.T) {
 				}
 				obj.SetManagedFields([]metav1.ManagedFieldsEntry{{
 					Manager: "csi-operator", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: obj.GetObjectKind().GroupVersionKind().GroupVersion().String(),
-					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{}}}`)},
+					FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{}}}`),
 				}})
 				return nil
 			}}
@@ -287,7 +287,7 @@ func TestUpdateFallback(t *testing.T) {
 		g := NewWithT(t)
 		o := othersObjects[1]
 		r := &rbac{}
-		raced := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		raced := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
 			if err := c.Create(ctx, o.others()); err != nil {
 				return err
 			}

@@ -96,24 +96,29 @@ func kubeletWrite(t *testing.T, dir string, files map[string][]byte) {
 // freeAddr returns a local address nothing listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }
 
 // handshake connects to addr as a scraper that trusts roots and expects serverName, and returns
 // the negotiated TLS version, or the verification error.
 func handshake(addr, serverName string, roots *x509.CertPool) (uint16, error) {
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{RootCAs: roots, ServerName: serverName})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d := &tls.Dialer{Config: &tls.Config{RootCAs: roots, ServerName: serverName}}
+	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return 0, err
 	}
-	defer c.Close()
-	return c.ConnectionState().Version, nil
+	version := c.(*tls.Conn).ConnectionState().Version
+	return version, c.Close()
 }
 
 // TestMetricsServingCertificate runs a manager's metrics endpoint as the operator pod's starts
@@ -139,7 +144,9 @@ func TestMetricsServingCertificate(t *testing.T) {
 	go func() { done <- m.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("the manager ended with: %v", err)
+		}
 	})
 
 	cert, key, roots := servingPair(t, service)
