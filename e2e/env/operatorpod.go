@@ -200,6 +200,10 @@ func (p *OperatorPod) Stop() {
 	}
 }
 
+// PodLabels returns the labels that select the operator's pods: its Deployment's selector, which
+// differs between the install manifests and cluster-storage-operator's Deployment on HyperShift.
+func (p *OperatorPod) PodLabels() map[string]string { return p.podLabels }
+
 // Failed receives an error when the operator's container ends without Kill or DeletePod having
 // asked for it (a crash, a failed probe, an exit at start-up), or cannot start: a caller waiting
 // for the driver to become available should say so rather than time out.

@@ -33,32 +33,42 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
-// TestStorageHyperShift starts from a hosted cluster that runs csi-operator's driver and
-// switches it to this operator (from its install manifests) with a volume in use, as an existing
-// cluster adopts it; the scenarios then run on the adopted driver. TestStorageStandalone starts
-// from a fresh install and runs the scenarios. Both worlds then go back to csi-operator and
-// switch to this operator again by the image swap in cluster-storage-operator's Deployment,
-// under csi-operator's RBAC. So each mode shows both directions with a volume in use, fresh
-// installs on real nodes are the standalone world's and the upstream suite's (HyperShift), and
-// one world per mode serves it all.
+// TestStorageHyperShift and TestStorageStandalone each start from a cluster that only ever ran
+// csi-operator (its objects as it creates them, none of this operator's labels) and switch it to
+// this operator as a platform does: by the image swap in cluster-storage-operator's Deployment,
+// under csi-operator's RBAC, with a volume in use; standalone, the user also asks for per-zone
+// classes and already has one of that name. The operator then moves to its install manifests and
+// the scenarios run on the adopted driver. Both worlds then go back to csi-operator and switch to
+// this operator again from its install manifests. So each mode shows both directions with a
+// volume in use, and both ways of deploying the operator; fresh installs on real nodes are the
+// upstream suite's (make test's last phase) and run-local's, and the integration tests' on
+// simulated nodes.
 func TestStorageHyperShift(t *testing.T) {
 	w := startWorld(t, env.ModeHyperShift, worldOptions{fromCSIOperator: true})
-	switchToOperator(t, w, byInstallManifests)
+	switchToOperator(t, w, byImageSwap, false)
+	handOver(t, w)
 	scenarios(t, w)
 	switchBack(t, w)
-	switchToOperator(t, w, byImageSwap)
+	switchToOperator(t, w, byInstallManifests, false)
 }
 
 func TestStorageStandalone(t *testing.T) {
-	w := startWorld(t, env.ModeStandalone, worldOptions{})
+	w := startWorld(t, env.ModeStandalone, worldOptions{fromCSIOperator: true})
+	switchToOperator(t, w, byImageSwap, true)
+	handOver(t, w)
 	scenarios(t, w)
 	switchBack(t, w)
-	switchToOperator(t, w, byImageSwap)
+	switchToOperator(t, w, byInstallManifests, false)
 }
 
-func switchToOperator(t *testing.T, w *world, how string) {
-	t.Run("When a cluster runs csi-operator's driver with a volume in use, the switch to this operator by "+how+" should keep the volume writing, every object and the default StorageClass, roll each workload once and leave a driver that provisions", func(t *testing.T) {
-		switchFromCSIOperator(t, w, how)
+func switchToOperator(t *testing.T, w *world, how string, userZoneClass bool) {
+	title := "When a cluster runs csi-operator's driver with a volume in use, the switch to this operator by " + how +
+		" should keep the volume writing, every object and the default StorageClass, roll each workload once, never be Degraded and leave a driver that provisions"
+	if userZoneClass {
+		title += ", leaving the user's own per-zone class alone"
+	}
+	t.Run(title, func(t *testing.T) {
+		switchFromCSIOperator(t, w, how, userZoneClass)
 	})
 	if w.Operator == nil {
 		t.Fatal("the operator was not deployed by the switch")

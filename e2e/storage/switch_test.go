@@ -178,12 +178,22 @@ func (w *world) takeOver(ctx context.Context, how string) error {
 // switchFromCSIOperator switches the world from csi-operator's install to this operator with a
 // volume in use, and checks what a cluster owner relies on: the writer sees no error and no long
 // pause, each workload rolls once, every object is kept, csi-operator's conditions go, a new
-// claim works and the default StorageClass is the same object with the same parameters.
-func switchFromCSIOperator(t *testing.T, w *world, how string) {
+// claim works, the default StorageClass is the same object with the same parameters, and no
+// Degraded condition of this operator's is ever True from the moment it starts (a take-over is
+// not a failure, and cluster-storage-operator would page on one). With userZoneClass, the user
+// asks for per-zone classes and already has one of that name: the operator must leave it alone
+// and say so.
+func switchFromCSIOperator(t *testing.T, w *world, how string, userZoneClass bool) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	g.Expect(w.CSIOperator).NotTo(BeNil(), "the world did not start from csi-operator's install")
 	g.Expect(w.Operator).To(BeNil(), "the operator runs already")
+	var checkZoneClass func(*testing.T)
+	if userZoneClass {
+		var cleanup func()
+		checkZoneClass, cleanup = w.withUserZoneClass(t)
+		defer cleanup()
+	}
 	ns := w.namespace(t, "switch")
 	g.Expect(w.Guest.Create(ctx, claim(ns, "data", "", "1Gi"))).To(Succeed())
 	writer := w.startWriter(t, ns, "writer", "data")
@@ -195,6 +205,7 @@ func switchFromCSIOperator(t *testing.T, w *world, how string) {
 	depRev, nodeRev := w.controllerRevision(g), w.nodeRevision(g)
 	depGen, dsGen := w.controllerDeployment(g).Generation, w.daemonSet(g).Generation
 
+	degraded := w.watchDegraded(t)
 	start := time.Now()
 	g.Expect(w.takeOver(ctx, how)).To(Succeed())
 	ready := time.Since(start)
@@ -260,15 +271,20 @@ func switchFromCSIOperator(t *testing.T, w *world, how string) {
 		g.Expect(sc.Provisioner).To(Equal(scBefore.Provisioner))
 	})
 
-	// After a switch from the install manifests, the storage scenarios that follow provision,
-	// attach and mount new claims.
-	if how != byInstallManifests {
+	if checkZoneClass != nil {
+		t.Run("When the user already has a per-zone class of that name, the operator should leave it untouched and name it in its zone warning", checkZoneClass)
+	}
+
+	// A new claim waits for csi-operator's sidecar leases to lapse, two and a half minutes:
+	// shown once per world, after the image swap. The switch from the install manifests ends
+	// the world, and the upstream suite provisions after a fresh install.
+	if how == byImageSwap {
 		t.Run("When the operator has taken over, a new claim should be provisioned, attached and mounted", func(t *testing.T) {
 			g := NewWithT(t)
 			// csi-operator's sidecars keep their leader leases when they stop (this operator's
-			// release theirs); the operator deletes those whose pod is gone, and the new
-			// controller's sidecars take them at their next try: the switch's one pause, for new
-			// volumes only, which the checks above spend part of.
+			// release theirs); the operator deletes those whose pod is gone once they lapsed, and
+			// the new controller's sidecars take them at their next try: the switch's one pause,
+			// for new volumes only, which the checks above spend part of.
 			w.waitSidecarLeases(t)
 			t.Logf("The new controller holds every sidecar lease %s after the switch began", time.Since(start).Round(100*time.Millisecond))
 			g.Expect(w.Guest.Create(ctx, claim(ns, "after", "", "1Gi"))).To(Succeed())
@@ -285,6 +301,12 @@ func switchFromCSIOperator(t *testing.T, w *world, how string) {
 		w.expectWriting(t, writer)
 	})
 	w.deletePod(t, ns, "writer")
+
+	t.Run("When the operator takes over, no Degraded condition of its own should have been True at any moment", func(t *testing.T) {
+		seen := degraded.Stop()
+		t.Logf("Degraded=True conditions seen from the operator's start to the end of the switch: %d", len(seen))
+		NewWithT(t).Expect(seen).To(BeEmpty())
+	})
 }
 
 // switchBackToCSIOperator goes back from this operator to csi-operator with a volume in use: the
@@ -341,7 +363,7 @@ func (w *world) removeOperator(t testing.TB) {
 	g.Expect(w.Mgmt.Delete(ctx, dep, client.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		pods := &corev1.PodList{}
-		g.Expect(w.Mgmt.List(ctx, pods, client.InNamespace(w.OperatorNamespace), client.MatchingLabels(env.OperatorPodLabels(w.Env.Mode)))).To(Succeed())
+		g.Expect(w.Mgmt.List(ctx, pods, client.InNamespace(w.OperatorNamespace), client.MatchingLabels(w.Operator.PodLabels()))).To(Succeed())
 		g.Expect(pods.Items).To(BeEmpty(), "the operator's pods are gone")
 		err := w.Mgmt.Get(ctx, client.ObjectKeyFromObject(dep), &appsv1.Deployment{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the operator's Deployment is gone: %v", err)
