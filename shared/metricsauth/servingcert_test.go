@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/secretvolume"
 )
 
 // testPair returns a PEM certificate and key for name, self-signed: enough to tell pairs apart.
@@ -37,42 +38,6 @@ func testPair(t *testing.T, name string) (certPEM, keyPEM []byte) {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-}
-
-// kubeletWrite writes files into dir as the kubelet's atomic writer fills a Secret volume: a new
-// timestamped directory, a ..data symlink swapped to it by rename, and per file a symlink
-// through ..data (made once). The previous timestamped directory is removed.
-func kubeletWrite(t *testing.T, dir string, files map[string][]byte) {
-	t.Helper()
-	old, _ := os.Readlink(filepath.Join(dir, "..data"))
-	ts := fmt.Sprintf("..%s.%d", time.Now().UTC().Format("2006_01_02_15_04_05"), time.Now().UnixNano())
-	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, ts, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(ts, filepath.Join(dir, "..data_tmp")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	for name := range files {
-		link := filepath.Join(dir, name)
-		if _, err := os.Lstat(link); os.IsNotExist(err) {
-			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if old != "" {
-		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // served returns the leaf certificate GetCertificate hands out now.
@@ -100,14 +65,14 @@ func TestServingCert(t *testing.T) {
 			t.Fatalf("the first certificate is not the self-signed one for localhost")
 		}
 		cert, key := testPair(t, "first.example")
-		kubeletWrite(t, dir, map[string][]byte{"tls.crt": cert, "tls.key": key})
+		secretvolume.Write(t, dir, map[string][]byte{"tls.crt": cert, "tls.key": key})
 		if got := served(t, s); !bytes.Equal(got, der(cert)) {
 			t.Fatalf("after the files appeared, the self-signed certificate is still served")
 		}
 
 		// A rotation swaps ..data again: served from the next handshake on.
 		cert2, key2 := testPair(t, "second.example")
-		kubeletWrite(t, dir, map[string][]byte{"tls.crt": cert2, "tls.key": key2})
+		secretvolume.Write(t, dir, map[string][]byte{"tls.crt": cert2, "tls.key": key2})
 		if got := served(t, s); !bytes.Equal(got, der(cert2)) {
 			t.Fatalf("after the rotation, the first certificate is still served")
 		}
@@ -116,7 +81,7 @@ func TestServingCert(t *testing.T) {
 	t.Run("When the files are there from the start, it should serve them and make no self-signed certificate", func(t *testing.T) {
 		dir := t.TempDir()
 		cert, key := testPair(t, "first.example")
-		kubeletWrite(t, dir, map[string][]byte{"tls.crt": cert, "tls.key": key})
+		secretvolume.Write(t, dir, map[string][]byte{"tls.crt": cert, "tls.key": key})
 		s := NewServingCert(dir, logr.Discard())
 		if got := served(t, s); !bytes.Equal(got, der(cert)) {
 			t.Fatalf("the files are not served")
@@ -129,15 +94,15 @@ func TestServingCert(t *testing.T) {
 	t.Run("When the files change into an invalid pair, it should keep the last valid pair until they change again", func(t *testing.T) {
 		dir := t.TempDir()
 		cert, key := testPair(t, "first.example")
-		kubeletWrite(t, dir, map[string][]byte{"tls.crt": cert, "tls.key": key})
+		secretvolume.Write(t, dir, map[string][]byte{"tls.crt": cert, "tls.key": key})
 		s := NewServingCert(dir, logr.Discard())
 		served(t, s)
 		cert2, key2 := testPair(t, "second.example")
-		kubeletWrite(t, dir, map[string][]byte{"tls.crt": cert2, "tls.key": key})
+		secretvolume.Write(t, dir, map[string][]byte{"tls.crt": cert2, "tls.key": key})
 		if got := served(t, s); !bytes.Equal(got, der(cert)) {
 			t.Fatalf("a mismatched pair replaced the valid one")
 		}
-		kubeletWrite(t, dir, map[string][]byte{"tls.crt": cert2, "tls.key": key2})
+		secretvolume.Write(t, dir, map[string][]byte{"tls.crt": cert2, "tls.key": key2})
 		if got := served(t, s); !bytes.Equal(got, der(cert2)) {
 			t.Fatalf("the valid pair that followed is not served")
 		}
@@ -146,7 +111,7 @@ func TestServingCert(t *testing.T) {
 	t.Run("When the files are removed, it should serve the self-signed certificate again", func(t *testing.T) {
 		dir := t.TempDir()
 		cert, key := testPair(t, "first.example")
-		kubeletWrite(t, dir, map[string][]byte{"tls.crt": cert, "tls.key": key})
+		secretvolume.Write(t, dir, map[string][]byte{"tls.crt": cert, "tls.key": key})
 		s := NewServingCert(dir, logr.Discard())
 		served(t, s)
 		for _, name := range []string{"tls.crt", "tls.key"} {

@@ -10,11 +10,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"fmt"
 	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -25,6 +22,8 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/secretvolume"
 )
 
 // servingPair returns a certificate for the metrics Service's name, issued by a CA of its own,
@@ -62,35 +61,6 @@ func servingPair(t *testing.T, name string) (certPEM, keyPEM []byte, roots *x509
 	roots = x509.NewCertPool()
 	roots.AddCert(caCert)
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), roots
-}
-
-// kubeletWrite fills dir as the kubelet fills a Secret volume: the files in a new timestamped
-// directory, the ..data symlink swapped to it by rename, and tls.crt and tls.key as symlinks
-// through ..data.
-func kubeletWrite(t *testing.T, dir string, files map[string][]byte) {
-	t.Helper()
-	ts := fmt.Sprintf("..%s.%d", time.Now().UTC().Format("2006_01_02_15_04_05"), time.Now().UnixNano())
-	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, ts, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(ts, filepath.Join(dir, "..data_tmp")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	for name := range files {
-		if _, err := os.Lstat(filepath.Join(dir, name)); os.IsNotExist(err) {
-			if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 }
 
 // freeAddr returns a local address nothing listens on.
@@ -167,7 +137,7 @@ func TestMetricsServingCertificate(t *testing.T) {
 
 	t.Run("When the kubelet fills the directory afterwards, it should serve the files from the next handshake, at the cluster's TLS profile", func(t *testing.T) {
 		g := NewWithT(t)
-		kubeletWrite(t, dir, map[string][]byte{"tls.crt": cert, "tls.key": key})
+		secretvolume.Write(t, dir, map[string][]byte{"tls.crt": cert, "tls.key": key})
 		version, err := handshake(addr, service, roots)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(version).To(Equal(uint16(tls.VersionTLS13)), "the Modern profile serves TLS 1.3 only")
@@ -176,7 +146,7 @@ func TestMetricsServingCertificate(t *testing.T) {
 	t.Run("When service-ca rotates the certificate, it should serve the new one from the next handshake", func(t *testing.T) {
 		g := NewWithT(t)
 		cert2, key2, roots2 := servingPair(t, service)
-		kubeletWrite(t, dir, map[string][]byte{"tls.crt": cert2, "tls.key": key2})
+		secretvolume.Write(t, dir, map[string][]byte{"tls.crt": cert2, "tls.key": key2})
 		_, err := handshake(addr, service, roots2)
 		g.Expect(err).NotTo(HaveOccurred())
 	})
