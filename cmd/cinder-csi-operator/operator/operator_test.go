@@ -21,9 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
-
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/secretvolume"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 )
 
 // servingPair returns a certificate for the metrics Service's name, issued by a CA of its own,
