@@ -131,22 +131,7 @@ func startEnv(t *testing.T, name string, crds ...string) *env {
 	if err != nil {
 		t.Fatalf("Creating a client: %v", err)
 	}
-	ca, err := cache.New(cfg, cache.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatalf("Creating a cache: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ca.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Cache stopped with an error: %v", err)
-		}
-	})
-	if !ca.WaitForCacheSync(ctx) {
-		t.Fatal("The cache did not sync")
-	}
+	ca := startCache(t, cfg, cache.Options{Scheme: scheme})
 	return &env{cfg: cfg, direct: direct, cache: ca, decoder: manifests.NewDecoder(scheme)}
 }
 
@@ -843,4 +828,27 @@ func TestApplier_Delete(t *testing.T) {
 		g.Expect(res).To(Equal(apply.Unchanged))
 		g.Expect(mutating(log.take())).To(BeEmpty())
 	})
+}
+
+// startCache starts a cache of cfg's API server with opts, stopped when the test ends, and
+// returns it once synced.
+func startCache(t *testing.T, cfg *rest.Config, opts cache.Options) cache.Cache {
+	t.Helper()
+	ca, err := cache.New(cfg, opts)
+	if err != nil {
+		t.Fatalf("Creating a cache: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ca.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Cache stopped with an error: %v", err)
+		}
+	})
+	if !ca.WaitForCacheSync(ctx) {
+		t.Fatal("The cache did not sync")
+	}
+	return ca
 }

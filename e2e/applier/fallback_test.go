@@ -168,23 +168,7 @@ func TestApplier_UpdateFallback(t *testing.T) {
 // managedByTest.
 func labelledCache(t *testing.T, e *env) cache.Cache {
 	t.Helper()
-	ca, err := cache.New(e.cfg, cache.Options{Scheme: e.direct.Scheme(), DefaultLabelSelector: labels.SelectorFromSet(managedByTest)})
-	if err != nil {
-		t.Fatalf("Creating a cache: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ca.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Cache stopped with an error: %v", err)
-		}
-	})
-	if !ca.WaitForCacheSync(ctx) {
-		t.Fatal("The cache did not sync")
-	}
-	return ca
+	return startCache(t, e.cfg, cache.Options{Scheme: e.direct.Scheme(), DefaultLabelSelector: labels.SelectorFromSet(managedByTest)})
 }
 
 // waitCachedIn waits until c holds obj at the resource version the API server has.
