@@ -2,8 +2,12 @@ package clusters
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -16,7 +20,8 @@ import (
 const redialInterval = 250 * time.Millisecond
 
 // awaitAPIServer returns a copy of cfg whose bodiless GET requests (every list and watch of the
-// informers) wait for an API server that refuses connections, dialling it again every
+// informers) wait for an API server that refuses connections, or that accepts them but does not
+// finish the TLS handshake (a kube-apiserver just started on a busy host), dialling it again every
 // redialInterval until it answers or the request's context ends, instead of failing.
 //
 // client-go's reflector backs off after every failed list or watch, doubling from 0.8 s to
@@ -58,15 +63,16 @@ func (t *awaitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var timer *time.Timer
 	for {
-		resp, err := t.next.RoundTrip(req)
-		if !serverAbsent(err) {
+		var handshake handshakeTrace
+		resp, err := t.next.RoundTrip(handshake.traced(req))
+		if !serverAbsent(err) && !handshake.interrupted() {
 			if t.absent.CompareAndSwap(true, false) {
 				t.log.Info("The API server accepts connections again")
 			}
 			return resp, err
 		}
 		if t.absent.CompareAndSwap(false, true) {
-			t.log.Info("The API server refuses connections; reads wait for it", "retryInterval", t.interval, "err", err.Error())
+			t.log.Info("The API server does not answer; reads wait for it", "retryInterval", t.interval, "err", err.Error())
 		}
 		if timer == nil {
 			timer = time.NewTimer(t.interval)
@@ -101,6 +107,38 @@ func (t *awaitTransport) mayWait(req *http.Request) bool {
 func serverAbsent(err error) bool {
 	return err != nil && (errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
 		errors.Is(err, syscall.ENETUNREACH))
+}
+
+// handshakeTrace records how the TLS handshake of a connection dialled for one request ended.
+type handshakeTrace struct {
+	err atomic.Pointer[error]
+}
+
+// traced returns req with a trace that records into h. The handshake may run on the transport's
+// dialling goroutine, hence the atomic.
+func (h *handshakeTrace) traced(req *http.Request) *http.Request {
+	trace := &httptrace.ClientTrace{TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
+		if err != nil {
+			h.err.Store(&err)
+		}
+	}}
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+}
+
+// interrupted reports whether the request's connection failed in its TLS handshake because the
+// server did not complete it in time or closed the connection: the request was not sent. A
+// kube-apiserver that has just started on a loaded host listens before it keeps up with
+// handshakes, and net/http gives up on one after 10 s. A certificate the client rejects, or an
+// alert from the server, is a configuration error and is not waited out.
+func (h *handshakeTrace) interrupted() bool {
+	p := h.err.Load()
+	if p == nil {
+		return false
+	}
+	err := *p
+	var timeout net.Error
+	return (errors.As(err, &timeout) && timeout.Timeout()) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // managerContextKey marks the context of a running manager.

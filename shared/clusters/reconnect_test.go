@@ -2,11 +2,15 @@ package clusters
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -128,5 +132,107 @@ func TestAwaitTransport(t *testing.T) {
 		list, listErr := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
 		g.Expect(listErr).NotTo(HaveOccurred())
 		g.Expect(list.ResourceVersion).To(Equal("7"))
+	})
+}
+
+// stallingListener accepts the first stalls connections and never answers on them, as a
+// kube-apiserver that listens but does not keep up with handshakes yet; later connections go to
+// the server. accepted counts every connection.
+type stallingListener struct {
+	net.Listener
+	stalls   int32
+	accepted atomic.Int32
+	mu       sync.Mutex
+	held     []net.Conn
+}
+
+func (l *stallingListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.accepted.Add(1) > l.stalls {
+			return c, nil
+		}
+		l.mu.Lock()
+		l.held = append(l.held, c)
+		l.mu.Unlock()
+	}
+}
+
+func (l *stallingListener) Close() error {
+	l.mu.Lock()
+	for _, c := range l.held {
+		_ = c.Close()
+	}
+	l.mu.Unlock()
+	return l.Listener.Close()
+}
+
+func TestAwaitTransportHandshake(t *testing.T) {
+	t.Parallel()
+	// serve starts a TLS server whose first stalls connections get no handshake, and returns
+	// its listener, URL and a client transport that trusts it and gives up on a handshake soon.
+	serve := func(t *testing.T, stalls int32) (*stallingListener, string, *http.Transport) {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, "{}")
+		}))
+		l := &stallingListener{Listener: srv.Listener, stalls: stalls}
+		srv.Listener = l
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		tr := srv.Client().Transport.(*http.Transport).Clone()
+		tr.TLSHandshakeTimeout = 100 * time.Millisecond
+		t.Cleanup(tr.CloseIdleConnections)
+		return l, srv.URL, tr
+	}
+
+	t.Run("When the API server accepts connections but times out their handshakes, a GET should dial again until it answers", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		l, url, tr := serve(t, 2)
+		rt := &awaitTransport{next: tr, log: logr.Discard(), interval: 10 * time.Millisecond}
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url+"/api", nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		resp, err := rt.RoundTrip(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		_ = resp.Body.Close()
+		g.Expect(l.accepted.Load()).To(Equal(int32(3)), "two stalled handshakes, then the answer")
+	})
+
+	t.Run("When the handshake times out on a write, it should fail at once", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		l, url, tr := serve(t, 1)
+		rt := &awaitTransport{next: tr, log: logr.Discard(), interval: 10 * time.Millisecond}
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, url+"/api", strings.NewReader("{}"))
+		g.Expect(err).NotTo(HaveOccurred())
+		resp, err := rt.RoundTrip(req)
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		g.Expect(err).To(MatchError(ContainSubstring("TLS handshake timeout")))
+		g.Expect(l.accepted.Load()).To(Equal(int32(1)))
+	})
+
+	t.Run("When the client rejects the API server's certificate, a GET should fail at once", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		l, url, _ := serve(t, 0)
+		// A transport that does not trust the test server's certificate authority.
+		tr := &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12}, TLSHandshakeTimeout: time.Second}
+		t.Cleanup(tr.CloseIdleConnections)
+		rt := &awaitTransport{next: tr, log: logr.Discard(), interval: 10 * time.Millisecond}
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url+"/api", nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		resp, err := rt.RoundTrip(req)
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		var verify *tls.CertificateVerificationError
+		g.Expect(errors.As(err, &verify)).To(BeTrue(), "got %v", err)
+		g.Expect(l.accepted.Load()).To(Equal(int32(1)))
 	})
 }
