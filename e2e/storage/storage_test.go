@@ -38,46 +38,70 @@ import (
 // this operator as a platform does: by the image swap in cluster-storage-operator's Deployment,
 // under csi-operator's RBAC, with a volume in use; standalone, the user also asks for per-zone
 // classes and already has one of that name. The operator then moves to its install manifests and
-// the scenarios run on the adopted driver. Both worlds then go back to csi-operator and switch to
-// this operator again from its install manifests. So each mode shows both directions with a
-// volume in use, and both ways of deploying the operator; fresh installs on real nodes are the
-// upstream suite's (make test's last phase) and run-local's, and the integration tests' on
+// the scenarios run on the adopted driver (see run). Both worlds then go back to csi-operator and
+// switch to this operator again from its install manifests. So each mode shows both directions
+// with a volume in use, and both ways of deploying the operator; fresh installs on real nodes are
+// the upstream suite's (make test's last phase) and run-local's, and the integration tests' on
 // simulated nodes.
 func TestStorageHyperShift(t *testing.T) {
-	w := startWorld(t, env.ModeHyperShift, worldOptions{fromCSIOperator: true})
-	switchToOperator(t, w, byImageSwap, false)
-	handOver(t, w)
-	scenarios(t, w)
-	switchBack(t, w)
-	switchToOperator(t, w, byInstallManifests, false)
+	run(t, startWorld(t, env.ModeHyperShift, worldOptions{fromCSIOperator: true}), false)
 }
 
 func TestStorageStandalone(t *testing.T) {
-	w := startWorld(t, env.ModeStandalone, worldOptions{fromCSIOperator: true})
-	switchToOperator(t, w, byImageSwap, true)
-	handOver(t, w)
-	scenarios(t, w)
-	switchBack(t, w)
-	switchToOperator(t, w, byInstallManifests, false)
+	run(t, startWorld(t, env.ModeStandalone, worldOptions{fromCSIOperator: true}), true)
 }
 
-func switchToOperator(t *testing.T, w *world, how string, userZoneClass bool) {
+// run takes the world over from csi-operator by the image swap and hands the operator to its
+// install manifests. A claim made right after the take-over provisions only once
+// csi-operator's sidecar leases have lapsed, two and a half minutes after the swap, so the
+// scenarios that make no volume run meanwhile and the claim is checked after them. Then the
+// other scenarios, the switch back to csi-operator and the switch from the install manifests.
+func run(t *testing.T, w *world, userZoneClass bool) {
+	finish := switchToOperator(t, w, byImageSwap, userZoneClass)
+	handOver(t, w)
+	volumeFreeScenarios(t, w)
+	t.Run("When the operator has taken over by the image swap, a claim made right after it should be provisioned, attached and mounted once csi-operator's sidecar leases have lapsed, and no Degraded condition of the operator's should have been True from its start until then", finish)
+	scenarios(t, w)
+	switchBack(t, w)
+	t.Run("When the operator has taken over from its install manifests, no Degraded condition of the operator's should have been True from its start", switchToOperator(t, w, byInstallManifests, false))
+}
+
+// switchToOperator runs the switch from csi-operator by how and returns what remains to be
+// checked of it (see switchFromCSIOperator).
+func switchToOperator(t *testing.T, w *world, how string, userZoneClass bool) (finish func(*testing.T)) {
 	title := "When a cluster runs csi-operator's driver with a volume in use, the switch to this operator by " + how +
-		" should keep the volume writing, every object and the default StorageClass, roll each workload once, never be Degraded and leave a driver that provisions"
+		" should keep the volume writing, every object and the default StorageClass, and roll each workload once"
 	if userZoneClass {
 		title += ", leaving the user's own per-zone class alone"
 	}
+	var afterNS string
+	if how == byImageSwap {
+		afterNS = w.namespace(t, "after-switch")
+	}
 	t.Run(title, func(t *testing.T) {
-		switchFromCSIOperator(t, w, how, userZoneClass)
+		finish = switchFromCSIOperator(t, w, how, userZoneClass, afterNS)
 	})
-	if w.Operator == nil {
+	if w.Operator == nil || finish == nil {
 		t.Fatal("the operator was not deployed by the switch")
 	}
+	return finish
 }
 
 func switchBack(t *testing.T, w *world) {
 	t.Run("When the cluster switches back to csi-operator with a volume in use, the volume should keep writing and stay readable through csi-operator's driver", func(t *testing.T) {
 		switchBackToCSIOperator(t, w)
+	})
+}
+
+// volumeFreeScenarios make no volume: they run while new claims still wait for the sidecar
+// leases of the controller the take-over replaced. Neither leaves the world as it found it for
+// the next: the TLS profile stays Modern, so every scenario after it runs under Modern.
+func volumeFreeScenarios(t *testing.T, w *world) {
+	t.Run("When the operator's pod lacks the labels the platform's NetworkPolicies select on, it should not reach its API server and its readiness should say so", func(t *testing.T) {
+		policiesEnforced(t, w)
+	})
+	t.Run("When the TLS profile is Modern, every metrics port should refuse TLS 1.2, serve TLS 1.3 and only authorised scrapes", func(t *testing.T) {
+		metricsUnderModern(t, w)
 	})
 }
 
@@ -110,12 +134,6 @@ func scenarios(t *testing.T, w *world) {
 	})
 	t.Run("When the operator's container is killed and then its pod deleted, with a volume in use, it should take its lease back and converge without rolling the driver", func(t *testing.T) {
 		operatorRecovers(t, w)
-	})
-	t.Run("When the operator's pod lacks the labels the platform's NetworkPolicies select on, it should not reach its API server and its readiness should say so", func(t *testing.T) {
-		policiesEnforced(t, w)
-	})
-	t.Run("When the TLS profile is Modern, every metrics port should refuse TLS 1.2, serve TLS 1.3 and only authorised scrapes", func(t *testing.T) {
-		metricsUnderModern(t, w)
 	})
 	t.Run("When managementState is Removed with a volume in use, the mount should stay usable until the pod ends", func(t *testing.T) {
 		removedInUse(t, w)

@@ -177,13 +177,20 @@ func (w *world) takeOver(ctx context.Context, how string) error {
 
 // switchFromCSIOperator switches the world from csi-operator's install to this operator with a
 // volume in use, and checks what a cluster owner relies on: the writer sees no error and no long
-// pause, each workload rolls once, every object is kept, csi-operator's conditions go, a new
-// claim works, the default StorageClass is the same object with the same parameters, and no
-// Degraded condition of this operator's is ever True from the moment it starts (a take-over is
-// not a failure, and cluster-storage-operator would page on one). With userZoneClass, the user
-// asks for per-zone classes and already has one of that name: the operator must leave it alone
-// and say so.
-func switchFromCSIOperator(t *testing.T, w *world, how string, userZoneClass bool) {
+// pause, each workload rolls once, every object is kept, csi-operator's conditions go, the
+// default StorageClass is the same object with the same parameters, and no Degraded condition of
+// this operator's is ever True from the moment it starts (a take-over is not a failure, and
+// cluster-storage-operator would page on one). With userZoneClass, the user asks for per-zone
+// classes and already has one of that name: the operator must leave it alone and say so.
+//
+// After the image swap it also makes a new claim and a pod that writes to it, and returns, as
+// finish, the check that they ran and that no Degraded condition rose until then: the claim
+// waits for csi-operator's sidecar leases to lapse (see waitSidecarLeases), and the caller runs
+// what needs no new volume meanwhile. After the switch from the install manifests, which ends
+// the world, finish checks the Degraded conditions only.
+//
+// afterNS is the namespace of that claim: the caller's, so that it outlives this subtest.
+func switchFromCSIOperator(t *testing.T, w *world, how string, userZoneClass bool, afterNS string) (finish func(*testing.T)) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	g.Expect(w.CSIOperator).NotTo(BeNil(), "the world did not start from csi-operator's install")
@@ -275,26 +282,13 @@ func switchFromCSIOperator(t *testing.T, w *world, how string, userZoneClass boo
 		t.Run("When the user already has a per-zone class of that name, the operator should leave it untouched and name it in its zone warning", checkZoneClass)
 	}
 
-	// A new claim waits for csi-operator's sidecar leases to lapse, two and a half minutes:
-	// shown once per world, after the image swap. The switch from the install manifests ends
-	// the world, and the upstream suite provisions after a fresh install.
-	if how == byImageSwap {
-		t.Run("When the operator has taken over, a new claim should be provisioned, attached and mounted", func(t *testing.T) {
-			g := NewWithT(t)
-			// csi-operator's sidecars keep their leader leases when they stop (this operator's
-			// release theirs); the operator deletes those whose pod is gone once they lapsed, and
-			// the new controller's sidecars take them at their next try: the switch's one pause,
-			// for new volumes only, which the checks above spend part of.
-			w.waitSidecarLeases(t)
-			t.Logf("The new controller holds every sidecar lease %s after the switch began", time.Since(start).Round(100*time.Millisecond))
-			g.Expect(w.Guest.Create(ctx, claim(ns, "after", "", "1Gi"))).To(Succeed())
-			token := fmt.Sprintf("after-switch-%d", time.Now().UnixNano())
-			g.Expect(w.runToEnd(t, w.pod(ns, "after", "after",
-				"set -e; echo "+token+" > /data/file; sync; cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))).To(Equal(token))
-			pv := w.waitBound(t, ns, "after")
-			g.Expect(pv.Spec.CSI).NotTo(BeNil())
-			g.Expect(pv.Spec.CSI.Driver).To(Equal(names.DriverName))
-		})
+	// A new claim, with a pod that writes to it, made as soon as the operator has taken over.
+	var token string
+	if afterNS != "" {
+		g.Expect(w.Guest.Create(ctx, claim(afterNS, "after", "", "1Gi"))).To(Succeed())
+		token = fmt.Sprintf("after-switch-%d", time.Now().UnixNano())
+		g.Expect(w.Guest.Create(ctx, w.pod(afterNS, "after", "after",
+			"set -e; echo "+token+" > /data/file; sync; cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))).To(Succeed())
 	}
 
 	t.Run("When the operator has taken over, the writer should have seen no error and no long pause", func(t *testing.T) {
@@ -302,11 +296,36 @@ func switchFromCSIOperator(t *testing.T, w *world, how string, userZoneClass boo
 	})
 	w.deletePod(t, ns, "writer")
 
-	t.Run("When the operator takes over, no Degraded condition of its own should have been True at any moment", func(t *testing.T) {
-		seen := degraded.Stop()
-		t.Logf("Degraded=True conditions seen from the operator's start to the end of the switch: %d", len(seen))
-		NewWithT(t).Expect(seen).To(BeEmpty())
-	})
+	return func(t *testing.T) {
+		defer func() {
+			seen := degraded.Stop()
+			t.Logf("Degraded=True conditions seen from the operator's start to the end of the switch: %d", len(seen))
+			NewWithT(t).Expect(seen).To(BeEmpty(), "no Degraded condition of the operator's at any moment")
+		}()
+		if token == "" {
+			return
+		}
+		g := NewWithT(t)
+		// csi-operator's sidecars keep their leader leases when they stop (this operator's
+		// release theirs); the operator deletes those whose pod is gone once they lapsed, and
+		// the current controller's sidecars take them at their next try: the switch's one
+		// pause, for new volumes only.
+		w.waitSidecarLeases(t)
+		t.Logf("The controller holds every sidecar lease %s after the switch began", time.Since(start).Round(100*time.Millisecond))
+		g.Expect(w.waitTerminated(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: afterNS, Name: "after"}})).To(Equal(token))
+		t.Logf("The claim made right after the take-over was mounted and written %s after the switch began", time.Since(start).Round(100*time.Millisecond))
+		pv := w.waitBound(t, afterNS, "after")
+		g.Expect(pv.Spec.CSI).NotTo(BeNil())
+		g.Expect(pv.Spec.CSI.Driver).To(Equal(names.DriverName))
+		// Its volume goes now, not at the end of the world: the scenarios after it start
+		// from a cloud without volumes.
+		w.deletePod(t, afterNS, "after")
+		g.Expect(w.Guest.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: afterNS, Name: "after"}})).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			_, exists := w.OpenStack.Volume(pv.Spec.CSI.VolumeHandle)
+			g.Expect(exists).To(BeFalse(), "the Cinder volume is deleted")
+		}).WithTimeout(goneTimeout).WithPolling(poll).Should(Succeed())
+	}
 }
 
 // switchBackToCSIOperator goes back from this operator to csi-operator with a volume in use: the

@@ -105,11 +105,17 @@ func (w *world) pod(ns, name, claimName, script string, restart corev1.RestartPo
 func (w *world) runToEnd(t testing.TB, p *corev1.Pod) string {
 	t.Helper()
 	defer took(t, "pod "+p.Name+" ran to its end")()
+	NewWithT(t).Expect(w.Guest.Create(context.Background(), p)).To(Succeed())
+	return w.waitTerminated(t, p)
+}
+
+// waitTerminated waits until a pod has succeeded and returns its termination message; a pod
+// that fails ends the wait at once.
+func (w *world) waitTerminated(t testing.TB, p *corev1.Pod) string {
+	t.Helper()
 	ctx := context.Background()
-	g := NewWithT(t)
-	g.Expect(w.Guest.Create(ctx, p)).To(Succeed())
 	var msg string
-	g.Eventually(func(g Gomega) {
+	NewWithT(t).Eventually(func(g Gomega) {
 		got := &corev1.Pod{}
 		g.Expect(w.Guest.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
 		if got.Status.Phase == corev1.PodFailed {
