@@ -169,6 +169,20 @@ else
 	$(call skip-real-nodes,test-storage)
 endif
 
+# The real OpenStack's own test (e2e/realcloud): it starts Keystone, Placement, Nova and Cinder
+# from Debian's packages, checks them with gophercloud as a member user and an application
+# credential, and stops them. Not part of test yet.
+REALCLOUD_TEST_TIMEOUT ?= 20m
+
+.PHONY: test-realcloud
+test-realcloud: ## Install OpenStack Zed from Debian packages, start a real cloud (Keystone, Placement, Nova, Cinder) and check it (Linux, root).
+ifeq ($(REAL_NODES_POSSIBLE),yes)
+	@$(PREREQS) openstack
+	$(E2E_GO) test -tags=realcloud -count=1 -timeout=$(REALCLOUD_TEST_TIMEOUT) -v ./realcloud/...
+else
+	$(call skip-real-nodes,test-realcloud)
+endif
+
 .PHONY: clean-realnode
 clean-realnode: ## Remove what killed real-node runs left behind (processes, mounts, namespaces, cgroups, loop devices).
 	CGO_ENABLED=0 $(E2E_GO) run -trimpath ./cmd/realnode-sweep

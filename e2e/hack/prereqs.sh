@@ -7,7 +7,7 @@
 #
 # Usage: prereqs.sh <step>...
 #   steps: operator harness control-plane etcd kwok host-packages kubelet pause operands images
-#          external-storage-suite
+#          external-storage-suite openstack
 # operands is etcd, the csi sidecars, kube-rbac-proxy, kube-router and cinder-csi-plugin, compiled
 # together in one module that shares the kube binaries' package versions (build-operands.sh).
 # The Debian packages (host-packages) install side by side with the first Go build: apt waits on
@@ -28,6 +28,7 @@ label() {
   etcd) echo "etcd $ETCD_VERSION" ;;
   kwok) echo "kwok $KWOK_VERSION (simulated nodes)" ;;
   host-packages) echo "Debian packages of real nodes and images" ;;
+  openstack) echo "OpenStack Zed from Debian packages (real cloud)" ;;
   kubelet) echo "kubelet, kubectl $KUBE_VERSION" ;;
   pause) echo "pause $KUBE_VERSION" ;;
   operands) echo "etcd, csi sidecars, cinder-csi-plugin $CINDER_CSI_PLUGIN_VERSION, kube-rbac-proxy, kube-router (one module)" ;;
@@ -53,6 +54,7 @@ present() {
     kube-rbac-proxy-$KUBE_RBAC_PROXY_VERSION/kube-rbac-proxy kube-router-$KUBE_ROUTER_VERSION/kube-router \
     cinder-csi-plugin-$CINDER_CSI_PLUGIN_VERSION/cinder-csi-plugin; do [ -x "$BIN/$f" ] || return 1; done ;;
   external-storage-suite) for f in e2e.test ginkgo agnhost; do [ -x "$BIN/kube-e2e-$KUBE_VERSION/$f" ] || return 1; done ;;
+  openstack) BIN=$BIN "$hack/openstack-packages.sh" --check ;;
   *) return 1 ;;
   esac
 }
@@ -67,6 +69,7 @@ build() {
   etcd) "$hack/build-upstream.sh" etcd "$ETCD_VERSION" "$BIN/etcd-$ETCD_VERSION" ;;
   kwok) "$hack/build-upstream.sh" kwok "$KWOK_VERSION" "$BIN/kwok-$KWOK_VERSION" ;;
   host-packages) "$hack/host-packages.sh" $REALNODE_HOST_PACKAGES $OPERAND_HOST_PACKAGES ;;
+  openstack) BIN=$BIN "$hack/openstack-packages.sh" ;;
   kubelet | pause) "$hack/build-operands.sh" "$BIN" "$1" ;;
   operands) "$hack/build-operands.sh" "$BIN" etcd sidecars kube-rbac-proxy kube-router cinder-csi-plugin ;;
   # OPERAND_IMAGE_FLAGS is a list of flags: split on purpose.

@@ -1,0 +1,251 @@
+package realcloud
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// section is one [section] of an oslo.config file, its keys in order.
+type section struct {
+	name string
+	kv   [][2]string
+}
+
+// writeINI writes sections to path.
+func writeINI(path string, sections ...section) error {
+	var b strings.Builder
+	for _, s := range sections {
+		fmt.Fprintf(&b, "[%s]\n", s.name)
+		for _, kv := range s.kv {
+			fmt.Fprintf(&b, "%s = %s\n", kv[0], kv[1])
+		}
+		b.WriteString("\n")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// Users of the service project, one per service, as installers create them.
+const (
+	serviceProject = "service"
+	// serviceRole is the role Cinder requires of a service token (service_token_roles): Nova's
+	// detach sends one since the fix of CVE-2023-2088, and Cinder refuses a detach without it.
+	serviceRole = "service"
+)
+
+// The hosts and backends of the two zones: one nova-compute host and one Cinder NFS backend
+// per zone, in the order of Options' zones.
+var (
+	computeHosts = []string{"compute-0", "compute-1"}
+	backends     = []string{"nfs-0", "nfs-1"}
+)
+
+// volumeHost is the host name of Cinder's services; its volume backends are <volumeHost>@<backend>.
+const volumeHost = "realcloud"
+
+func (c *Cloud) db(name string) string { return filepath.Join(c.dir, "db", name+".sqlite") }
+
+// dbURL is the SQLAlchemy URL of a database: four slashes for an absolute path. A writer waits
+// up to a minute for another's lock (SQLite's default is five seconds): on two busy cores a
+// service's heartbeat and a request's write do meet, and "database is locked" then fails the
+// request, leaving a server in ERROR.
+func (c *Cloud) dbURL(name string) string { return "sqlite:///" + c.db(name) + "?timeout=60" }
+
+// heartbeat is every service's report_interval and service_down_time, for Nova and Cinder.
+// Each heartbeat is a read-then-write transaction on the service's database, and oslo.db begins
+// SQLite transactions deferred: a write committed by another connection between its read and
+// its write fails it at once with "database is locked", which no busy timeout waits out. The
+// defaults (10 s, 60 s) make the services' own heartbeats the commonest such writer, and an API
+// request losing that race answers 500; a heartbeat a minute keeps the race rare.
+var heartbeat = [][2]string{{"report_interval", "60"}, {"service_down_time", "180"}}
+
+// dbSection is an oslo.db section for a database: no fsync per commit, since nothing of a
+// test cloud must survive a crash of the host, and every commit holds the write lock shorter.
+func (c *Cloud) dbSection(group, name string) section {
+	return section{group, [][2]string{{"connection", c.dbURL(name)}, {"sqlite_synchronous", "false"}}}
+}
+
+func (c *Cloud) internalURL(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
+
+func (c *Cloud) transportURL() string {
+	return fmt.Sprintf("rabbit://openstack:%s@127.0.0.1:%d/", c.secrets.rabbit, c.ports.amqp)
+}
+
+// authSection is a keystoneauth password section for a service user of the service project,
+// against Keystone's internal endpoint.
+func (c *Cloud) authSection(name, user string, extra ...[2]string) section {
+	kv := [][2]string{
+		{"auth_type", "password"},
+		{"auth_url", c.internalURL(c.ports.keystone) + "/v3"},
+		{"username", user},
+		{"password", c.secrets.service},
+		{"project_name", serviceProject},
+		{"user_domain_name", "Default"},
+		{"project_domain_name", "Default"},
+	}
+	return section{name, append(kv, extra...)}
+}
+
+// authtoken is keystonemiddleware's section: tokens are validated on Keystone's internal
+// endpoint; the 401's WWW-Authenticate names the public one, where clients authenticate.
+func (c *Cloud) authtoken(user string, extra ...[2]string) section {
+	s := c.authSection("keystone_authtoken", user, extra...)
+	s.kv = append(s.kv, [2]string{"www_authenticate_uri", c.proxies.publicURL(svcKeystone)})
+	return s
+}
+
+// exportDir is a backend's export: the directory its volume files are in.
+func (c *Cloud) exportDir(i int) string { return filepath.Join(c.dir, "exports", backends[i]) }
+
+// share is the NFS share string a backend is configured with; no NFS server serves it.
+func share(i int) string { return "127.0.0.1:/" + backends[i] }
+
+// mountPoint is where the NFS driver expects share i: <nfs_mount_point_base>/<md5 of the share>.
+func (c *Cloud) mountPoint(i int) string {
+	sum := md5.Sum([]byte(share(i)))
+	return filepath.Join(c.dir, "cinder", "mnt", hex.EncodeToString(sum[:]))
+}
+
+// writeConfigs writes the configuration of every service.
+func (c *Cloud) writeConfigs() error {
+	common := func(state string) []section {
+		return []section{
+			{"oslo_concurrency", [][2]string{{"lock_path", filepath.Join(state, "lock")}}},
+			// Notifications would pile up in queues nobody reads.
+			{"oslo_messaging_notifications", [][2]string{{"driver", "noop"}}},
+			// The TLS proxies send X-Forwarded-Proto: links in answers are then https.
+			{"oslo_middleware", [][2]string{{"enable_proxy_headers_parsing", "true"}}},
+		}
+	}
+	keystoneDir := filepath.Join(c.dir, "keystone")
+	keystone := append([]section{
+		{"DEFAULT", [][2]string{{"use_stderr", "true"}}},
+		c.dbSection("database", "keystone"),
+		{"token", [][2]string{{"provider", "fernet"}}},
+		{"fernet_tokens", [][2]string{{"key_repository", filepath.Join(keystoneDir, "fernet-keys")}}},
+		{"fernet_receipts", [][2]string{{"key_repository", filepath.Join(keystoneDir, "fernet-keys")}}},
+		{"credential", [][2]string{{"key_repository", filepath.Join(keystoneDir, "credential-keys")}}},
+	}, common(keystoneDir)...)
+	if err := writeINI(filepath.Join(keystoneDir, "keystone.conf"), keystone...); err != nil {
+		return err
+	}
+
+	placementDir := filepath.Join(c.dir, "placement")
+	placement := append([]section{
+		{"DEFAULT", [][2]string{{"use_stderr", "true"}}},
+		c.dbSection("placement_database", "placement"),
+		{"api", [][2]string{{"auth_strategy", "keystone"}}},
+		c.authtoken("placement"),
+	}, common(placementDir)...)
+	if err := writeINI(filepath.Join(placementDir, "placement.conf"), placement...); err != nil {
+		return err
+	}
+
+	novaDir := filepath.Join(c.dir, "nova")
+	region := [2]string{"region_name", c.opts.Region}
+	internal := [2]string{"valid_interfaces", "internal"}
+	nova := append([]section{
+		{"DEFAULT", [][2]string{
+			{"transport_url", c.transportURL()},
+			{"state_path", novaDir},
+			{"my_ip", "127.0.0.1"},
+			{"host", "controller"},
+			{"compute_driver", "fake.FakeDriver"},
+			{"enabled_apis", "osapi_compute"},
+			{"osapi_compute_listen", "127.0.0.1"},
+			{"osapi_compute_listen_port", strconv.Itoa(c.ports.nova)},
+			{"osapi_compute_workers", "1"},
+			{"rootwrap_config", filepath.Join(novaDir, "rootwrap.conf")},
+			heartbeat[0], heartbeat[1],
+		}},
+		{"wsgi", [][2]string{{"api_paste_config", filepath.Join(c.opts.PackagesDir, "nova", "api-paste.ini")}}},
+		{"api", [][2]string{{"auth_strategy", "keystone"}}},
+		c.dbSection("api_database", "nova_api"),
+		c.dbSection("database", "nova"),
+		{"conductor", [][2]string{{"workers", "1"}}},
+		{"scheduler", [][2]string{{"workers", "1"}}},
+		c.authtoken("nova"),
+		c.authSection("placement", "nova", region, internal),
+		c.authSection("neutron", "nova", region, internal),
+		{"glance", [][2]string{region, internal}},
+		c.authSection("cinder", "nova", [2]string{"os_region_name", c.opts.Region},
+			[2]string{"catalog_info", "volumev3::internalURL"}),
+		// Service tokens: Cinder accepts a detach from Nova only with one (CVE-2023-2088).
+		c.authSection("service_user", "nova", [2]string{"send_service_user_token", "true"}),
+		{"vnc", [][2]string{{"enabled", "false"}}},
+	}, common(novaDir)...)
+	if err := writeINI(filepath.Join(novaDir, "nova.conf"), nova...); err != nil {
+		return err
+	}
+	// Each compute host has a state directory of its own and its own host name; FakeDriver
+	// names its single node after the host.
+	for _, h := range computeHosts {
+		state := filepath.Join(novaDir, h)
+		if err := writeINI(filepath.Join(novaDir, h+".conf"),
+			section{"DEFAULT", [][2]string{{"host", h}, {"state_path", state}, {"instances_path", filepath.Join(state, "instances")}}},
+			section{"oslo_concurrency", [][2]string{{"lock_path", filepath.Join(state, "lock")}}}); err != nil {
+			return err
+		}
+	}
+
+	cinderDir := filepath.Join(c.dir, "cinder")
+	cinder := []section{
+		{"DEFAULT", [][2]string{
+			{"transport_url", c.transportURL()},
+			{"state_path", cinderDir},
+			{"my_ip", "127.0.0.1"},
+			{"host", volumeHost},
+			{"auth_strategy", "keystone"},
+			{"api_paste_config", filepath.Join(c.opts.PackagesDir, "cinder", "api-paste.ini")},
+			{"osapi_volume_listen", "127.0.0.1"},
+			{"osapi_volume_listen_port", strconv.Itoa(c.ports.cinder)},
+			{"osapi_volume_workers", "1"},
+			{"rootwrap_config", filepath.Join(cinderDir, "rootwrap.conf")},
+			{"enabled_backends", strings.Join(backends, ",")},
+			// The zone of cinder-backup and of a volume created without one.
+			{"storage_availability_zone", c.opts.VolumeZones[0]},
+			{"default_availability_zone", c.opts.VolumeZones[0]},
+			{"backup_driver", "cinder.backup.drivers.posix.PosixBackupDriver"},
+			{"backup_posix_path", filepath.Join(cinderDir, "backups")},
+			// cinder-volume tells the scheduler its pools' capacity in this periodic task
+			// (every 60 s by default); until the first report, creating a volume fails with
+			// "No valid backend", so a start would wait up to a minute for it.
+			{"periodic_interval", "10"},
+			heartbeat[0], heartbeat[1],
+		}},
+		c.dbSection("database", "cinder"),
+		c.authtoken("cinder", [2]string{"service_token_roles", serviceRole}, [2]string{"service_token_roles_required", "true"}),
+		c.authSection("nova", "cinder", region, [2]string{"interface", "internal"}),
+	}
+	for i, b := range backends {
+		cinder = append(cinder, section{b, [][2]string{
+			{"volume_driver", "cinder.volume.drivers.nfs.NfsDriver"},
+			{"volume_backend_name", b},
+			{"backend_availability_zone", c.opts.VolumeZones[i]},
+			{"nfs_shares_config", filepath.Join(cinderDir, b+".shares")},
+			{"nfs_mount_point_base", filepath.Join(cinderDir, "mnt")},
+			{"nfs_sparsed_volumes", "true"},
+			{"nfs_snapshot_support", "true"},
+			// The driver's "secure" mode wants the files owned by a cinder user; all is root here.
+			{"nas_secure_file_operations", "false"},
+			{"nas_secure_file_permissions", "false"},
+		}})
+		if err := os.MkdirAll(cinderDir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(cinderDir, b+".shares"), []byte(share(i)+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	return writeINI(filepath.Join(cinderDir, "cinder.conf"), append(cinder, common(cinderDir)...)...)
+}
