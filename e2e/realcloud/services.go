@@ -133,7 +133,7 @@ func (c *Cloud) waitTCP(ctx context.Context, what string, port int, p *procs.Pro
 			conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
 			if err != nil {
 				last = err
-				return false, nil
+				return false, nil //nolint:nilerr // not yet: poll again, last says why
 			}
 			_ = conn.Close()
 			return true, nil
@@ -152,7 +152,7 @@ func (c *Cloud) waitHTTP(ctx context.Context, what, url string, p *procs.Process
 			resp, err := client.Get(url)
 			if err != nil {
 				last = err
-				return false, nil
+				return false, nil //nolint:nilerr // not yet: poll again, last says why
 			}
 			_ = resp.Body.Close()
 			if resp.StatusCode >= 500 {

@@ -62,7 +62,7 @@ func (c *Cloud) setupZones(ctx context.Context) error {
 		func() (bool, error) {
 			if last = c.runPython(ctx, "nova-manage", "nova-manage", "--config-file", filepath.Join(c.dir, "nova", "nova.conf"),
 				"cell_v2", "discover_hosts", "--verbose"); last != nil {
-				return false, nil
+				return false, nil //nolint:nilerr // not yet: poll again, last says why
 			}
 			last = mappedComputeHosts(ctx, compute)
 			return last == nil, nil
@@ -85,7 +85,7 @@ func (c *Cloud) setupZones(ctx context.Context) error {
 	return procs.Poll(ctx, procs.Wait{What: "Cinder's services up and both backends reported", Interval: time.Second, Alive: alive, Last: func() error { return last }},
 		func() (bool, error) {
 			if last = upServices(ctx, compute, volume, true); last != nil {
-				return false, nil
+				return false, nil //nolint:nilerr // not yet: poll again, last says why
 			}
 			last = c.poolsReported(ctx, volume)
 			return last == nil, nil
