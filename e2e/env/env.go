@@ -215,7 +215,14 @@ func StartForTest(t testing.TB, o Options) *Env {
 	if o.Logf == nil {
 		o.Logf = t.Logf
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// An environment is up in about a minute, real nodes included; the bound only stops a hang.
+	// Real nodes get more: their image imports are disk- and CPU-bound, and on two cores shared
+	// with make test's phases beside them one node took four minutes to become Ready.
+	bound := 5 * time.Minute
+	if o.RealNodes != nil {
+		bound = 10 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	start := time.Now()
 	e, err := Start(ctx, o)
