@@ -11,28 +11,23 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/loopdev"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // DefaultByIDDir is where udev puts the stable disk links the driver searches
 // (/dev/disk/by-id/virtio-<first 20 characters of the volume ID>).
-const DefaultByIDDir = "/dev/disk/by-id"
+const DefaultByIDDir = loopdev.DefaultByIDDir
 
 // loopMarker is the owner file LoopDisks writes into its directory; SweepLoopDisks acts only on
 // directories that have one.
 const loopMarker = ".fakeopenstack-loopdisks.json"
-
-// loFlagsAutoclear is LO_FLAGS_AUTOCLEAR (linux/loop.h), which x/sys does not define: the kernel
-// frees the loop device when its last opener closes it.
-const loFlagsAutoclear = 4
 
 // Names of the files in a LoopDisks directory.
 const (
@@ -110,17 +105,7 @@ var _ BackupDisks = (*LoopDisks)(nil)
 
 // LoopDisksAvailable returns nil when LoopDisks can work here (Linux, root, a usable
 // /dev/loop-control), or an error that says what is missing.
-func LoopDisksAvailable() error {
-	if os.Geteuid() != 0 {
-		return errors.New("loop devices need root")
-	}
-	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("opening /dev/loop-control: %w", err)
-	}
-	_ = ctl.Close()
-	return nil
-}
+func LoopDisksAvailable() error { return loopdev.Available() }
 
 // NewLoopDisks prepares o.Dir and writes its owner marker. It refuses a directory that already
 // has a marker: that is an earlier run's, which SweepLoopDisks must clean first.
@@ -138,7 +123,7 @@ func NewLoopDisks(o LoopOptions) (*LoopDisks, error) {
 	if _, err := os.Stat(filepath.Join(dir, loopMarker)); err == nil {
 		return nil, fmt.Errorf("%s holds the loop disks of an earlier run: sweep it first", dir)
 	}
-	created, err := mkdirAllRecorded(dir, 0o700)
+	created, err := loopdev.MkdirAllRecorded(dir, 0o700)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +153,7 @@ func (d *LoopDisks) Dir() string { return d.dir }
 
 // LinkPath returns the by-id link of a volume, whether or not it is attached.
 func (d *LoopDisks) LinkPath(volumeID string) string {
-	return filepath.Join(d.byID, "virtio-"+shortID(volumeID))
+	return filepath.Join(d.byID, loopdev.ByIDName(volumeID))
 }
 
 // Device returns the loop device of an attached volume, or "".
@@ -179,15 +164,6 @@ func (d *LoopDisks) Device(volumeID string) string {
 		return v.devPath
 	}
 	return ""
-}
-
-// shortID is the part of a volume ID that fits a virtio serial (20 characters), which is what
-// the guest's udev puts in the by-id name.
-func shortID(volumeID string) string {
-	if len(volumeID) > 20 {
-		return volumeID[:20]
-	}
-	return volumeID
 }
 
 func (d *LoopDisks) volumePath(id string) string {
@@ -309,7 +285,7 @@ func (d *LoopDisks) ExtendVolume(volumeID string, size int64) error {
 		return fmt.Errorf("extending volume file: %w", err)
 	}
 	if v.dev != nil {
-		if err := unix.IoctlSetInt(int(v.dev.Fd()), unix.LOOP_SET_CAPACITY, 0); err != nil {
+		if err := loopdev.SetCapacity(v.dev); err != nil {
 			return fmt.Errorf("refreshing the size of %s: %w", v.devPath, err)
 		}
 		d.log.V(1).Info("Loop device resized", "device", v.devPath, "volume", volumeID, "bytes", size)
@@ -473,7 +449,7 @@ func (d *LoopDisks) Attach(volumeID, serverID string) (string, error) {
 	if err := os.WriteFile(d.linkRecordPath(volumeID), []byte(link+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("recording the by-id link: %w", err)
 	}
-	dev, devPath, err := attachLoop(d.volumePath(volumeID))
+	dev, devPath, err := loopdev.Attach(d.volumePath(volumeID))
 	if err != nil {
 		_ = os.Remove(d.linkRecordPath(volumeID))
 		return "", err
@@ -492,31 +468,10 @@ func (d *LoopDisks) Attach(volumeID, serverID string) (string, error) {
 // by-id directory is created when missing (there is no udev here) and recorded in the marker;
 // another run may remove it when it empties, hence the retry.
 func (d *LoopDisks) linkLocked(link, target string) error {
-	var err error
-	for range 5 {
-		var created []string
-		created, err = mkdirAllRecorded(filepath.Dir(link), 0o755)
-		if len(created) > 0 {
-			d.marker.CreatedDirs = append(d.marker.CreatedDirs, created...)
-			if werr := d.writeMarker(); werr != nil {
-				return werr
-			}
-		}
-		if err != nil {
-			continue
-		}
-		tmp := filepath.Join(filepath.Dir(link), fmt.Sprintf(".%s.tmp-%d", filepath.Base(link), os.Getpid()))
-		_ = os.Remove(tmp)
-		if err = os.Symlink(target, tmp); err != nil {
-			continue
-		}
-		if err = os.Rename(tmp, link); err != nil {
-			_ = os.Remove(tmp)
-			continue
-		}
-		return nil
-	}
-	return fmt.Errorf("linking %s to %s: %w", link, target, err)
+	return loopdev.Link(link, target, func(created []string) error {
+		d.marker.CreatedDirs = append(d.marker.CreatedDirs, created...)
+		return d.writeMarker()
+	})
 }
 
 // Detach implements Disks.
@@ -550,7 +505,7 @@ func (d *LoopDisks) detachLocked(volumeID string, v *loopVolume) error {
 	if err := v.dev.Sync(); err != nil {
 		errs = append(errs, fmt.Errorf("flushing %s: %w", v.devPath, err))
 	}
-	if err := unix.IoctlSetInt(int(v.dev.Fd()), unix.LOOP_CLR_FD, 0); err != nil && !errors.Is(err, unix.ENXIO) {
+	if err := loopdev.Clear(v.dev); err != nil {
 		errs = append(errs, fmt.Errorf("detaching %s: %w", v.devPath, err))
 	}
 	if err := v.dev.Close(); err != nil {
@@ -636,7 +591,7 @@ func cleanLoopDir(dir, realDir string, m loopMarkerFile, log logr.Logger) ([]str
 		byID = DefaultByIDDir
 	}
 
-	errs = append(errs, freeLoops(realDir, byID, &removed))
+	errs = append(errs, loopdev.FreeBackedBy(realDir, byID, &removed))
 
 	// Recorded links: the name carries our volume ID, so a link of that name is ours even if
 	// its device is gone or was reused.
@@ -698,39 +653,6 @@ func cleanLoopDir(dir, realDir string, m loopMarkerFile, log logr.Logger) ([]str
 	return removed, errors.Join(errs...)
 }
 
-// freeLoops detaches the loop devices bound to files in realDir, after the loop devices bound onto
-// them, and removes the by-id links to them, adding what it freed to removed.
-func freeLoops(realDir, byID string, removed *[]string) error {
-	// Loop devices still bound to our files, and any by-id link to them.
-	loops, err := loopsBackedBy(realDir)
-	errs := []error{err}
-	// A loop device bound onto one of ours holds it open: the kubelet binds one onto the device
-	// of every raw-block volume it maps, so that the device cannot go away while a pod uses it,
-	// and a teardown that was cut short leaves it behind. It goes first.
-	for _, dev := range loopsStackedOn(loops) {
-		if err := clearStackedLoop(dev); err != nil {
-			errs = append(errs, err)
-		} else {
-			*removed = append(*removed, dev)
-		}
-	}
-	for _, dev := range loops {
-		for _, link := range linksTo(byID, dev) {
-			if err := os.Remove(link); err == nil {
-				*removed = append(*removed, link)
-			} else if !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, err)
-			}
-		}
-		if err := clearLoop(dev, realDir); err != nil {
-			errs = append(errs, err)
-		} else {
-			*removed = append(*removed, dev)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 func removeFile(path string, removed *[]string) error {
 	err := os.Remove(path)
 	if err == nil {
@@ -741,203 +663,6 @@ func removeFile(path string, removed *[]string) error {
 		return nil
 	}
 	return err
-}
-
-// loopsBackedBy lists the loop devices whose backing file is in dir (a resolved path), from
-// /sys/block/loop*/loop/backing_file; the kernel appends " (deleted)" when the file is gone.
-func loopsBackedBy(dir string) ([]string, error) {
-	paths, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, p := range paths {
-		if backingDir(p) == dir {
-			out = append(out, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(p))))
-		}
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
-// backingDir returns the directory of the file behind a loop device, from its sysfs
-// backing_file, or "" when it has none.
-func backingDir(sysBackingFile string) string {
-	data, err := os.ReadFile(sysBackingFile)
-	if err != nil {
-		return ""
-	}
-	file := strings.TrimSuffix(strings.TrimSpace(string(data)), " (deleted)")
-	if file == "" {
-		return ""
-	}
-	return filepath.Dir(file)
-}
-
-// loopsStackedOn lists the loop devices whose backing file is the device node of one of devs
-// (matched by file system and inode, as the kernel records the backing file).
-func loopsStackedOn(devs []string) []string {
-	nodes := map[[2]uint64]bool{}
-	for _, d := range devs {
-		var st unix.Stat_t
-		if unix.Stat(d, &st) == nil {
-			nodes[[2]uint64{st.Dev, st.Ino}] = true
-		}
-	}
-	if len(nodes) == 0 {
-		return nil
-	}
-	paths, _ := filepath.Glob("/sys/block/loop*/loop")
-	var out []string
-	for _, p := range paths {
-		dev := "/dev/" + filepath.Base(filepath.Dir(p))
-		if info, ok := loopStatus(dev); ok && nodes[[2]uint64{info.Device, info.Inode}] {
-			out = append(out, dev)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// loopStatus reads a bound loop device's status; ok is false for an unbound or missing device.
-func loopStatus(dev string) (*unix.LoopInfo64, bool) {
-	f, err := os.Open(dev)
-	if err != nil {
-		return nil, false
-	}
-	defer func() { _ = f.Close() }()
-	info, err := unix.IoctlLoopGetStatus64(int(f.Fd()))
-	return info, err == nil
-}
-
-// clearStackedLoop detaches a loop device bound onto one of ours.
-func clearStackedLoop(dev string) error {
-	f, err := os.Open(dev)
-	if err != nil {
-		return fmt.Errorf("opening %s: %w", dev, err)
-	}
-	defer func() { _ = f.Close() }()
-	if err := unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0); err != nil && !errors.Is(err, unix.ENXIO) {
-		return fmt.Errorf("detaching %s, bound onto a loop disk: %w", dev, err)
-	}
-	return nil
-}
-
-// linksTo returns the symlinks in dir that point at dev.
-func linksTo(dir, dev string) []string {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range entries {
-		if e.Type()&fs.ModeSymlink == 0 {
-			continue
-		}
-		link := filepath.Join(dir, e.Name())
-		target, err := os.Readlink(link)
-		if err != nil {
-			continue
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(dir, target)
-		}
-		if filepath.Clean(target) == dev {
-			out = append(out, link)
-		}
-	}
-	return out
-}
-
-// clearLoop frees a loop device after checking, with the device open, that it is still bound to
-// a file in dir. A device that something else still holds (a mount) is freed by the kernel when
-// that ends; that is reported as an error so the caller knows it is not gone yet.
-func clearLoop(dev, dir string) error {
-	f, err := os.OpenFile(dev, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("opening %s: %w", dev, err)
-	}
-	sys := filepath.Join("/sys/block", filepath.Base(dev), "loop", "backing_file")
-	if backingDir(sys) != dir {
-		_ = f.Close()
-		return nil
-	}
-	err = unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0)
-	_ = f.Close()
-	if err != nil && !errors.Is(err, unix.ENXIO) {
-		return fmt.Errorf("detaching %s: %w", dev, err)
-	}
-	// The kernel frees the device on the last close; give a release in progress a moment.
-	for range 50 {
-		if backingDir(sys) != dir {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("%s is still in use (mounted?); the kernel frees it when that ends", dev)
-}
-
-// attachLoop binds a free loop device to path and returns it open. LOOP_CTL_GET_FREE and the
-// bind are two steps, so another process may take the same device in between: the bind then
-// fails with EBUSY and the next free device is tried.
-func attachLoop(path string) (*os.File, string, error) {
-	backing, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return nil, "", fmt.Errorf("opening volume file: %w", err)
-	}
-	defer func() { _ = backing.Close() }()
-	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
-	if err != nil {
-		return nil, "", fmt.Errorf("opening /dev/loop-control: %w", err)
-	}
-	defer func() { _ = ctl.Close() }()
-
-	for range 100 {
-		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
-		if err != nil {
-			return nil, "", fmt.Errorf("finding a free loop device: %w", err)
-		}
-		devPath := "/dev/loop" + strconv.Itoa(n)
-		dev, err := os.OpenFile(devPath, os.O_RDWR, 0)
-		if errors.Is(err, fs.ErrNotExist) {
-			// devtmpfs creates the node right after the device; this is that moment.
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("opening %s: %w", devPath, err)
-		}
-		err = configureLoop(dev, backing, path)
-		if err == nil {
-			return dev, devPath, nil
-		}
-		_ = dev.Close()
-		if !errors.Is(err, unix.EBUSY) {
-			return nil, "", fmt.Errorf("binding %s to %s: %w", devPath, path, err)
-		}
-	}
-	return nil, "", errors.New("no free loop device after 100 tries")
-}
-
-// configureLoop binds dev to backing with autoclear, with LOOP_CONFIGURE (Linux 5.8+) or, on older
-// kernels, LOOP_SET_FD plus LOOP_SET_STATUS64. The file name is recorded for losetup's listing.
-func configureLoop(dev, backing *os.File, path string) error {
-	var info unix.LoopInfo64
-	info.Flags = loFlagsAutoclear
-	copy(info.File_name[:len(info.File_name)-1], path)
-	cfg := unix.LoopConfig{Fd: uint32(backing.Fd()), Info: info}
-	err := unix.IoctlLoopConfigure(int(dev.Fd()), &cfg)
-	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOTTY) {
-		return err
-	}
-	if err := unix.IoctlSetInt(int(dev.Fd()), unix.LOOP_SET_FD, int(backing.Fd())); err != nil {
-		return err
-	}
-	if err := unix.IoctlLoopSetStatus64(int(dev.Fd()), &info); err != nil {
-		_ = unix.IoctlSetInt(int(dev.Fd()), unix.LOOP_CLR_FD, 0)
-		return err
-	}
-	return nil
 }
 
 // copySparse creates dst with src's data and size bytes (at least src's size). A reflink is tried
@@ -1016,33 +741,6 @@ func copyRange(out, in *os.File, off, n int64) error {
 		n -= int64(c)
 	}
 	return nil
-}
-
-// mkdirAllRecorded is os.MkdirAll that returns the directories it created, shallowest first.
-// A directory made concurrently by someone else counts as theirs.
-func mkdirAllRecorded(dir string, perm fs.FileMode) ([]string, error) {
-	var missing []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil {
-			break
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
-		}
-		missing = append(missing, d)
-		if d == filepath.Dir(d) {
-			break
-		}
-	}
-	var created []string
-	for i := len(missing) - 1; i >= 0; i-- {
-		err := os.Mkdir(missing[i], perm)
-		if err == nil {
-			created = append(created, missing[i])
-		} else if !errors.Is(err, fs.ErrExist) {
-			return created, fmt.Errorf("creating %s: %w", missing[i], err)
-		}
-	}
-	return created, nil
 }
 
 // writeMarker writes the owner marker atomically.

@@ -6,10 +6,12 @@ import (
 	"errors"
 
 	"github.com/go-logr/logr"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/loopdev"
 )
 
 // DefaultByIDDir is where udev puts the stable disk links the driver searches.
-const DefaultByIDDir = "/dev/disk/by-id"
+const DefaultByIDDir = loopdev.DefaultByIDDir
 
 // ErrLoopDisksInUse is returned by SweepLoopDisks for a directory whose owner process still runs.
 var ErrLoopDisksInUse = errors.New("loop disk directory is in use by a running process")

@@ -13,6 +13,12 @@
 //
 // Everything a run makes is in one directory (configuration, databases, logs, the exports
 // behind the NFS backends); Stop ends every process, unmounts the exports and removes it.
+//
+// Nova's fake virt driver attaches volumes in the books only; FollowAttachments plays the
+// hypervisor's part for a real node's server: each raw volume file attached to it becomes a loop
+// device at /dev/disk/by-id/virtio-<first 20 characters of the volume ID>, where the driver's
+// node service looks, until it is detached. A volume the NFS driver keeps as qcow2 (after a
+// snapshot) is reported and gets no device: no raw block device can expose it here.
 package realcloud
 
 import (
@@ -67,6 +73,9 @@ type Options struct {
 	PackagesDir string
 	// Logf, when set, receives progress: each phase of the start and its time.
 	Logf func(format string, args ...any)
+	// ByIDDir is where attachment followers (FollowAttachments) link the volumes' devices;
+	// loopdev.DefaultByIDDir, where the driver's node service looks, when empty.
+	ByIDDir string
 }
 
 // Cloud is a running cloud.
@@ -90,6 +99,11 @@ type Cloud struct {
 	appCred  appCredential
 	stopOnce sync.Once
 	stopErr  error
+
+	// The attachment followers, by server; hvClosed refuses new ones once Stop began.
+	hvMu      sync.Mutex
+	followers map[string]*Follower
+	hvClosed  bool
 }
 
 // appCredential is the member user's application credential.
@@ -226,10 +240,14 @@ func parallel(ctx context.Context, fns ...func(context.Context) error) error {
 	return errors.Join(errs...)
 }
 
-// Stop stops every process, then the TLS proxies, unmounts the exports and removes the run
-// directory. It is safe to call more than once.
+// Stop stops the attachment followers (removing their devices), every process, then the TLS
+// proxies, unmounts the exports and removes the run directory. It is safe to call more than
+// once.
 func (c *Cloud) Stop() error {
 	c.stopOnce.Do(func() {
+		// The hypervisor's devices first: they need no service, and a device is the node's
+		// view of a volume that Cinder's files below it must outlive.
+		followersErr := c.stopFollowers()
 		c.mu.Lock()
 		ps := slices.Clone(c.procs)
 		c.mu.Unlock()
@@ -246,10 +264,13 @@ func (c *Cloud) Stop() error {
 		for _, p := range slices.Backward(ps) {
 			p.Stop(15 * time.Second)
 		}
-		var errs []error
+		errs := []error{followersErr}
 		if c.proxies != nil {
 			c.proxies.close()
 		}
+		// What a follower lost track of (a device it could not remove) goes before the exports
+		// it holds open.
+		errs = append(errs, cleanHypervisor(c.dir, c.byIDDir()))
 		errs = append(errs, c.unmountExports())
 		if err := os.RemoveAll(c.dir); err != nil {
 			errs = append(errs, fmt.Errorf("removing run directory: %w", err))

@@ -38,6 +38,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/loopdev"
 )
 
 // testTLS returns a serving certificate for 127.0.0.1 and the CA that signed it.
@@ -274,6 +275,10 @@ func TestRealCloud(t *testing.T) {
 		}
 	})
 
+	t.Run("When a server's attachments are followed, each raw volume should be a loop device at its by-id link while attached, and a snapshotted one should be reported, not exposed", func(t *testing.T) {
+		testFollower(t, c)
+	})
+
 	// The next step stops the cloud, and its logs go with it.
 	if t.Failed() {
 		c.logTails(40)
@@ -290,6 +295,13 @@ func TestRealCloud(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			n, _ := strconv.Atoi(port)
 			listeners = append(listeners, n)
+		}
+		// The exports' resolved paths, as the kernel names the files behind loop devices.
+		var exports []string
+		for i := range backends {
+			export, err := filepath.EvalSymlinks(c.exportDir(i))
+			g.Expect(err).NotTo(HaveOccurred())
+			exports = append(exports, export)
 		}
 		stopStart := time.Now()
 		g.Expect(c.Stop()).To(Succeed())
@@ -314,6 +326,11 @@ func TestRealCloud(t *testing.T) {
 			g.Expect(err).To(HaveOccurred(), "port %d still accepts connections", port)
 		}
 		g.Expect(dir).NotTo(BeADirectory())
+		for _, export := range exports {
+			loops, err := loopdev.BackedBy(export)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(loops).To(BeEmpty(), "loop devices over the files of %s", export)
+		}
 	})
 }
 

@@ -30,9 +30,11 @@ func lockRunDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// sweep removes what killed runs left: their bind mounts and run directories. Their processes
-// are gone already: every service dies with the test binary (Pdeathsig), and what they fork
-// (uwsgi's workers, the Erlang VM's helpers) ends with them.
+// sweep removes what killed runs left: their attachment followers' loop devices and by-id links,
+// their bind mounts and run directories. Their processes are gone already: every service dies
+// with the test binary (Pdeathsig), and what they fork (uwsgi's workers, the Erlang VM's
+// helpers) ends with them. A run whose devices cannot all be freed yet (one still mounted) is
+// kept whole, with its records, for a later sweep.
 func sweep() error {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), runDirPattern))
 	var errs []error
@@ -50,6 +52,13 @@ func sweep() error {
 				_ = f.Close()
 				continue
 			}
+		}
+		if err := cleanHypervisor(dir); err != nil {
+			errs = append(errs, err)
+			if f != nil {
+				_ = f.Close()
+			}
+			continue
 		}
 		mounts, _ := os.ReadFile("/proc/mounts")
 		for _, line := range strings.Split(string(mounts), "\n") {
