@@ -502,13 +502,7 @@ func (d *LoopDisks) detachLocked(volumeID string, v *loopVolume) error {
 	if err := os.Remove(d.linkRecordPath(volumeID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
-	if err := v.dev.Sync(); err != nil {
-		errs = append(errs, fmt.Errorf("flushing %s: %w", v.devPath, err))
-	}
-	if err := loopdev.Clear(v.dev); err != nil {
-		errs = append(errs, fmt.Errorf("detaching %s: %w", v.devPath, err))
-	}
-	if err := v.dev.Close(); err != nil {
+	if err := loopdev.Release(v.dev, v.devPath); err != nil {
 		errs = append(errs, err)
 	}
 	d.log.V(1).Info("Loop device detached", "device", v.devPath, "volume", volumeID, "server", v.server)

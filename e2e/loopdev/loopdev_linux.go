@@ -114,6 +114,22 @@ func Clear(dev *os.File) error {
 	return nil
 }
 
+// Release flushes dev, detaches it from its backing file and closes it, each step tried even
+// when one before failed; path names the device in the errors.
+func Release(dev *os.File, path string) error {
+	var errs []error
+	if err := dev.Sync(); err != nil {
+		errs = append(errs, fmt.Errorf("flushing %s: %w", path, err))
+	}
+	if err := Clear(dev); err != nil {
+		errs = append(errs, fmt.Errorf("detaching %s: %w", path, err))
+	}
+	if err := dev.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // Link points link at target, replacing an older link of the same name atomically. The link's
 // directory is created when missing (there is no udev on a test host), and the directories it
 // created are passed to recordCreated first, so that a cleanup can remove them; another owner

@@ -412,13 +412,7 @@ func (f *Follower) removeLocked(d *followed) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := d.dev.Sync(); err != nil {
-		errs = append(errs, fmt.Errorf("flushing %s: %w", d.Loop, err))
-	}
-	if err := loopdev.Clear(d.dev); err != nil {
-		errs = append(errs, fmt.Errorf("detaching %s: %w", d.Loop, err))
-	}
-	if err := d.dev.Close(); err != nil {
+	if err := loopdev.Release(d.dev, d.Loop); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
