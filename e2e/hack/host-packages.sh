@@ -24,5 +24,9 @@ echo "installing Debian packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 # The package lists may be absent or stale on a fresh machine: refresh them once, only when an
 # install is needed.
+# prereqs.sh may install the real cloud's packages at the same time: apt's own locks fail at once
+# rather than wait, so the two scripts take turns on a lock of their own.
+exec 9>/run/cinder-csi-operator-apt.lock
+flock 9
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}"

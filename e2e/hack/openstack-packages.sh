@@ -59,9 +59,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     own_policy=yes
     trap 'rm -f /usr/sbin/policy-rc.d' EXIT
   fi
+  # prereqs.sh may be installing the real nodes' packages beside the Go builds at the same time
+  # (host-packages.sh): apt's lock on its package lists fails at once rather than wait, so the
+  # two scripts take turns on a lock of their own.
+  exec 9>/run/cinder-csi-operator-apt.lock
+  flock 9
   apt-get update -qq
-  # The lock timeout lets this wait for the real-node packages, which prereqs.sh may be
-  # installing beside the Go builds at the same time.
   apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"
   if [ -n "$own_policy" ]; then
     rm -f $policy
