@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what e2e/realcloud runs a real OpenStack (Keystone, Placement, Nova, Cinder) from:
 # Debian's python3-* library packages of the services, RabbitMQ, uwsgi, sqlite3 and qemu-utils,
-# each only when missing; and the api-paste.ini files of Cinder and Nova, which only the
-# cinder-common and nova-common packages carry. Those two packages are not installed (their
-# maintainer scripts create system users, /etc/ trees and debconf prompts): they are downloaded
-# and unpacked into a temporary directory, and only the two files are kept, in
+# each only when missing; and the api-paste.ini files of Cinder and Nova and Cinder's
+# resource_filters.json, which only the cinder-common and nova-common packages carry. Those two
+# packages are not installed (their maintainer scripts create system users, /etc/ trees and
+# debconf prompts): they are downloaded and unpacked into a temporary directory, and only the
+# three files are kept, in
 # $BIN/openstack-<version of python3-nova>/, so that a package upgrade gets fresh ones.
 #
 # The service packages that would start systemd units (cinder-volume, nova-compute, ...) are
@@ -35,7 +36,8 @@ paste_dir() {
   echo "$BIN/openstack-${v#*:}"
 }
 if [ "${1:-}" = --check ]; then
-  [ ${#missing[@]} -eq 0 ] && [ -f "$(paste_dir)/cinder/api-paste.ini" ] && [ -f "$(paste_dir)/nova/api-paste.ini" ]
+  [ ${#missing[@]} -eq 0 ] && [ -f "$(paste_dir)/cinder/api-paste.ini" ] && [ -f "$(paste_dir)/cinder/resource_filters.json" ] &&
+    [ -f "$(paste_dir)/nova/api-paste.ini" ]
   exit
 fi
 
@@ -83,10 +85,10 @@ fi
 
 version=$(dpkg-query -W -f='${Version}' python3-nova)
 dir=$(paste_dir)
-if [ -f "$dir/cinder/api-paste.ini" ] && [ -f "$dir/nova/api-paste.ini" ]; then
+if [ -f "$dir/cinder/api-paste.ini" ] && [ -f "$dir/cinder/resource_filters.json" ] && [ -f "$dir/nova/api-paste.ini" ]; then
   exit 0
 fi
-need_root "the api-paste.ini files are missing from $dir"
+need_root "the api-paste.ini files or Cinder's resource_filters.json are missing from $dir"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # apt-get download drops privileges to _apt, which must be able to write the directory.
@@ -98,4 +100,8 @@ for p in cinder nova; do
   dpkg-deb -x "$tmp"/$p-common_*.deb "$tmp/$p-root"
   install -D -m 0644 "$tmp/$p-root/usr/share/$p-common/api-paste.ini" "$dir/$p/api-paste.ini"
 done
-echo "api-paste.ini of Cinder and Nova $version in $dir"
+# The query filters cinder-api allows a project's users (name, status, metadata, ...): without the
+# file it allows none, and a volume list filtered by name, which the driver's CreateVolume sends,
+# fails with 400 "Invalid filters".
+install -D -m 0644 "$tmp/cinder-root/etc/cinder/resource_filters.json" "$dir/cinder/resource_filters.json"
+echo "api-paste.ini of Cinder and Nova $version and Cinder's resource_filters.json in $dir"

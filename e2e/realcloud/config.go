@@ -61,13 +61,24 @@ func (c *Cloud) db(name string) string { return filepath.Join(c.dir, "db", name+
 // request, leaving a server in ERROR.
 func (c *Cloud) dbURL(name string) string { return "sqlite:///" + c.db(name) + "?timeout=60" }
 
-// heartbeat is every service's report_interval and service_down_time, for Nova and Cinder.
+// novaHeartbeat is every Nova service's report_interval and service_down_time.
 // Each heartbeat is a read-then-write transaction on the service's database, and oslo.db begins
 // SQLite transactions deferred: a write committed by another connection between its read and
 // its write fails it at once with "database is locked", which no busy timeout waits out. The
 // defaults (10 s, 60 s) make the services' own heartbeats the commonest such writer, and an API
 // request losing that race answers 500; a heartbeat a minute keeps the race rare.
-var heartbeat = [][2]string{{"report_interval", "60"}, {"service_down_time", "180"}}
+var novaHeartbeat = [][2]string{{"report_interval", "60"}, {"service_down_time", "180"}}
+
+// cinderHeartbeat is every Cinder service's report_interval and service_down_time. Cinder calls
+// a service down once its last heartbeat is older than service_down_time, which is how a
+// client (the operator's backup check, through os-services) learns that cinder-backup stopped:
+// with Nova's minute it would take two to three minutes, which a test cannot sit out. Cinder's
+// own report_interval default (10 s) and a down time of two and a half heartbeats make it 15 to
+// 25 s, and still forgive one late heartbeat on two busy cores; a late second one would show a
+// live backend down and fail the scheduling. Cinder's heartbeat is a single UPDATE (db's
+// service_update), so it is not the one to lose the race described above; it can make an API
+// request's read-then-write lose it, which four heartbeats every 10 s leave rare.
+var cinderHeartbeat = [][2]string{{"report_interval", "10"}, {"service_down_time", "25"}}
 
 // dbSection is an oslo.db section for a database: no fsync per commit, since nothing of a
 // test cloud must survive a crash of the host, and every commit holds the write lock shorter.
@@ -161,12 +172,20 @@ func (c *Cloud) writeConfigs() error {
 			{"my_ip", "127.0.0.1"},
 			{"host", "controller"},
 			{"compute_driver", "fake.FakeDriver"},
-			{"enabled_apis", "osapi_compute"},
+			// The metadata API in the same process as the compute API (nova-api's default
+			// enabled_apis): oslo.service forks one more worker from nova-api's parent, which
+			// shares the parent's imported modules until it writes them, rather than a
+			// nova-api-metadata process of its own that would import all of Nova again. It
+			// costs about 75 MiB (PSS; 140 MiB RSS) once it has answered, of the cloud's 1.7 GiB.
+			{"enabled_apis", "osapi_compute,metadata"},
 			{"osapi_compute_listen", "127.0.0.1"},
 			{"osapi_compute_listen_port", strconv.Itoa(c.ports.nova)},
 			{"osapi_compute_workers", "1"},
+			{"metadata_listen", "127.0.0.1"},
+			{"metadata_listen_port", strconv.Itoa(c.ports.metadata)},
+			{"metadata_workers", "1"},
 			{"rootwrap_config", filepath.Join(novaDir, "rootwrap.conf")},
-			heartbeat[0], heartbeat[1],
+			novaHeartbeat[0], novaHeartbeat[1],
 		}},
 		{"wsgi", [][2]string{{"api_paste_config", filepath.Join(c.opts.PackagesDir, "nova", "api-paste.ini")}}},
 		{"api", [][2]string{{"auth_strategy", "keystone"}}},
@@ -176,7 +195,10 @@ func (c *Cloud) writeConfigs() error {
 		{"scheduler", [][2]string{{"workers", "1"}}},
 		c.authtoken("nova"),
 		c.authSection("placement", "nova", region, internal),
-		c.authSection("neutron", "nova", region, internal),
+		// The metadata API trusts the instance a proxy names when the proxy signs it with the
+		// shared secret (see ServeMetadata), as it trusts Neutron's metadata agent.
+		c.authSection("neutron", "nova", region, internal,
+			[2]string{"service_metadata_proxy", "true"}, [2]string{"metadata_proxy_shared_secret", c.secrets.metadata}),
 		{"glance", [][2]string{region, internal}},
 		c.authSection("cinder", "nova", [2]string{"os_region_name", c.opts.Region},
 			[2]string{"catalog_info", "volumev3::internalURL"}),
@@ -221,9 +243,15 @@ func (c *Cloud) writeConfigs() error {
 			// (every 60 s by default); until the first report, creating a volume fails with
 			// "No valid backend", so a start would wait up to a minute for it.
 			{"periodic_interval", "10"},
-			heartbeat[0], heartbeat[1],
+			cinderHeartbeat[0], cinderHeartbeat[1],
+			// The query filters a project's users may list with (name, status, ...): without
+			// the file cinder-api allows none, and a volume list by name, which the driver's
+			// CreateVolume sends, answers 400 "Invalid filters name are found in query options".
+			{"resource_query_filters_file", c.resourceFiltersFile()},
 		}},
 		c.dbSection("database", "cinder"),
+		// Every rule at its default but the one cinderPolicy overrides.
+		{"oslo_policy", [][2]string{{"policy_file", c.cinderPolicyFile()}}},
 		c.authtoken("cinder", [2]string{"service_token_roles", serviceRole}, [2]string{"service_token_roles_required", "true"}),
 		c.authSection("nova", "cinder", region, [2]string{"interface", "internal"}),
 	}
@@ -247,5 +275,45 @@ func (c *Cloud) writeConfigs() error {
 			return err
 		}
 	}
+	if err := os.WriteFile(c.cinderPolicyFile(), []byte(cinderPolicy), 0o644); err != nil {
+		return fmt.Errorf("writing Cinder's policy: %w", err)
+	}
 	return writeINI(filepath.Join(cinderDir, "cinder.conf"), append(cinder, common(cinderDir)...)...)
 }
+
+// resourceFiltersFile is Cinder's resource_filters.json, which openstack-packages.sh extracts
+// from cinder-common (not installed) next to the api-paste.ini files.
+func (c *Cloud) resourceFiltersFile() string {
+	return filepath.Join(c.opts.PackagesDir, "cinder", "resource_filters.json")
+}
+
+func (c *Cloud) cinderPolicyFile() string { return filepath.Join(c.dir, "cinder", "policy.yaml") }
+
+// ServiceListerRole is the role of this cloud's own that lets a project's user list Cinder's
+// services (AllowServiceListing grants it), which Cinder's default policy keeps to admins.
+const ServiceListerRole = "service-lister"
+
+// cinderPolicy lets ServiceListerRole list Cinder's services (GET os-services), as a cloud's
+// administrators do for a user whose tooling must see which services run (the operator's backup
+// check). This Cinder (Zed) keeps the listing to admins in two places:
+//
+//   - the rule volume_extension:services:index, "rule:admin_api" by default
+//     (cinder/policies/services.py), which the role is added to;
+//   - db.service_get_all's @require_admin_context, whatever the rule says: it wants an admin
+//     request context, which a request gets when context_is_admin passes ("role:admin" by
+//     default), so the role is added there too.
+//
+// The role's requests are then admin contexts, which admin_api and admin_or_owner take for an
+// admin ("is_admin:True"): those two take only the admin role instead, as they do for real
+// admins already and for Cinder's internal contexts, which always carry it. What no policy
+// reaches still treats the role's requests as an admin's: Cinder takes any list filter from
+// them, not only resource_filters.json's, and lists every project's volumes with all_tenants.
+// Every other rule keeps its default. oslo.policy re-reads the file only when its mtime changes,
+// which it never does: AllowServiceListing grants and revokes the role, and Keystone reads a
+// user's roles afresh at each token validation.
+var cinderPolicy = strings.ReplaceAll(`# Written by realcloud: every rule not named here keeps its default.
+"volume_extension:services:index": "rule:admin_api or role:LISTER"
+"context_is_admin": "role:admin or role:LISTER"
+"admin_api": "role:admin and is_admin_project:True"
+"admin_or_owner": "(role:admin and is_admin_project:True) or project_id:%(project_id)s"
+`, "LISTER", ServiceListerRole)

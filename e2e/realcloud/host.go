@@ -57,9 +57,10 @@ func checkHost(o *Options) error {
 		}
 		o.PackagesDir = filepath.Join(root, "bin", "openstack-"+v)
 	}
-	for _, svc := range []string{"cinder", "nova"} {
-		if _, err := os.Stat(filepath.Join(o.PackagesDir, svc, "api-paste.ini")); err != nil {
-			return fmt.Errorf("%w: %s's api-paste.ini not in %s; %s", ErrUnsupported, svc, o.PackagesDir, installHint)
+	// What only the -common packages carry, which are not installed (openstack-packages.sh).
+	for _, f := range []string{"cinder/api-paste.ini", "nova/api-paste.ini", "cinder/resource_filters.json"} {
+		if _, err := os.Stat(filepath.Join(o.PackagesDir, f)); err != nil {
+			return fmt.Errorf("%w: %s not in %s; %s", ErrUnsupported, f, o.PackagesDir, installHint)
 		}
 	}
 	return nil
@@ -71,6 +72,7 @@ type ports struct {
 	amqp, epmd, dist                  int
 	keystone, placement, nova, cinder int
 	stub                              int
+	metadata                          int // Nova's metadata API, in nova-api
 }
 
 // allocatePorts picks free ports. Between the pick and the service's bind another process could
@@ -81,7 +83,7 @@ type ports struct {
 func allocatePorts() (ports, error) {
 	var p ports
 	var errs []error
-	for _, f := range []*int{&p.amqp, &p.keystone, &p.placement, &p.nova, &p.cinder, &p.stub} {
+	for _, f := range []*int{&p.amqp, &p.keystone, &p.placement, &p.nova, &p.cinder, &p.stub, &p.metadata} {
 		port, err := freePort()
 		errs = append(errs, err)
 		*f = port
@@ -140,11 +142,13 @@ func freeLowPort() (int, error) {
 // secrets are the cloud's passwords, random per run so that no two clouds share them.
 type secrets struct {
 	admin, member, service, rabbit string
+	// metadata is Nova's metadata_proxy_shared_secret, which signs ServeMetadata's requests.
+	metadata string
 }
 
 func newSecrets() (secrets, error) {
 	var s secrets
-	for _, f := range []*string{&s.admin, &s.member, &s.service, &s.rabbit} {
+	for _, f := range []*string{&s.admin, &s.member, &s.service, &s.rabbit, &s.metadata} {
 		b := make([]byte, 12)
 		if _, err := rand.Read(b); err != nil {
 			return s, fmt.Errorf("generating password: %w", err)
@@ -202,24 +206,35 @@ func pidsInGroups(groups map[int]bool) []int {
 // Python services share the interpreter's and the libraries' pages.
 func (c *Cloud) Memory() (rss, pss uint64, n int) {
 	for _, pid := range c.Pids() {
-		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
-		if err != nil {
+		r, p, ok := processMemory(pid)
+		if !ok {
 			continue
 		}
 		n++
-		for _, line := range strings.Split(string(data), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 2 {
-				continue
-			}
-			kb, _ := strconv.ParseUint(f[1], 10, 64)
-			switch f[0] {
-			case "Rss:":
-				rss += kb * 1024
-			case "Pss:":
-				pss += kb * 1024
-			}
-		}
+		rss += r
+		pss += p
 	}
 	return rss, pss, n
+}
+
+// processMemory reads one process's RSS and PSS in bytes; false when it is gone.
+func processMemory(pid int) (rss, pss uint64, ok bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseUint(f[1], 10, 64)
+		switch f[0] {
+		case "Rss:":
+			rss += kb * 1024
+		case "Pss:":
+			pss += kb * 1024
+		}
+	}
+	return rss, pss, true
 }

@@ -2,11 +2,7 @@ package realcloud
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
@@ -20,7 +16,7 @@ import (
 )
 
 // Client authenticates with the clouds.yaml entry cloud (Member, AppCredential) against the
-// public endpoints, trusting the cloud's CA.
+// public endpoints, from the host: its HTTP client is HTTPClient's.
 func (c *Cloud) Client(ctx context.Context, cloud clouds.Cloud) (*gophercloud.ProviderClient, error) {
 	a := cloud.AuthInfo
 	return c.authenticate(ctx, gophercloud.AuthOptions{
@@ -39,18 +35,11 @@ func (c *Cloud) adminClient(ctx context.Context) (*gophercloud.ProviderClient, e
 }
 
 func (c *Cloud) authenticate(ctx context.Context, opts gophercloud.AuthOptions) (*gophercloud.ProviderClient, error) {
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(c.opts.CAPEM) {
-		return nil, errors.New("the CA PEM holds no certificate")
-	}
 	provider, err := openstack.NewClient(opts.IdentityEndpoint)
 	if err != nil {
 		return nil, err
 	}
-	provider.HTTPClient = http.Client{Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-		Proxy:           nil, // loopback only: a proxy from the environment must not intervene
-	}}
+	provider.HTTPClient = *c.HTTPClient()
 	opts.AllowReauth = true
 	if err := openstack.Authenticate(ctx, provider, opts); err != nil {
 		return nil, fmt.Errorf("authenticating as %s%s: %w", opts.Username, opts.ApplicationCredentialID, err)
@@ -119,6 +108,12 @@ func (c *Cloud) setupIdentity(ctx context.Context) error {
 		return fmt.Errorf("creating role %s: %w", serviceRole, err)
 	}
 	roleIDs[serviceRole] = svcRole.ID
+	// Nobody holds it until AllowServiceListing grants it.
+	lister, err := roles.Create(ctx, id, roles.CreateOpts{Name: ServiceListerRole}).Extract()
+	if err != nil {
+		return fmt.Errorf("creating role %s: %w", ServiceListerRole, err)
+	}
+	c.listerID = lister.ID
 
 	newProject := func(name string) (string, error) {
 		p, err := projects.Create(ctx, id, projects.CreateOpts{Name: name, DomainID: "default"}).Extract()
@@ -153,8 +148,7 @@ func (c *Cloud) setupIdentity(ctx context.Context) error {
 	if c.project, err = newProject(DefaultProject); err != nil {
 		return err
 	}
-	memberID, err := newUser(DefaultUser, c.secrets.member, c.project, "member")
-	if err != nil {
+	if c.memberID, err = newUser(DefaultUser, c.secrets.member, c.project, "member"); err != nil {
 		return err
 	}
 
@@ -167,7 +161,7 @@ func (c *Cloud) setupIdentity(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ac, err := applicationcredentials.Create(ctx, memberID3, memberID, applicationcredentials.CreateOpts{
+	ac, err := applicationcredentials.Create(ctx, memberID3, c.memberID, applicationcredentials.CreateOpts{
 		Name: "realcloud", Description: "what a cluster's credentials Secret can carry instead of a password",
 	}).Extract()
 	if err != nil {

@@ -29,14 +29,25 @@ const (
 	svcStub service = "stub"
 )
 
+// publicServices are the APIs with a public endpoint, each behind a TLS proxy.
+var publicServices = []service{svcKeystone, svcPlacement, svcNova, svcCinder, svcStub}
+
+// proxyHost is where the TLS proxies listen, whatever address the catalog names (PublicIP): the
+// host's clients reach them there through the dial mapping (HTTPClient), and the nodes' network
+// namespaces through the relays (RelayPublic).
+const proxyHost = "127.0.0.1"
+
 // proxies are the public side of the cloud: one TLS listener per API, in front of the service's
 // plain-HTTP listener, as the load balancer of a real cloud terminates TLS. The Host header and
 // X-Forwarded-Proto pass through, so that the services (their proxy-header middleware is on)
-// write public https links into version documents and pagination.
+// write public https links into version documents and pagination, at the address the client
+// asked for: PublicIP.
 type proxies struct {
-	servers []*http.Server
-	public  map[service]string
-	errLog  *os.File
+	servers  []*http.Server
+	ports    map[service]int // each public endpoint's port, on proxyHost and on PublicIP alike
+	publicIP net.IP
+	errLog   *os.File
+	log      *log.Logger // over errLog: the proxies', relays' and metadata servers' errors
 }
 
 // startProxies listens on a free loopback port per API and serves TLS there with the caller's
@@ -53,24 +64,24 @@ func (c *Cloud) startProxies() (*proxies, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &proxies{public: map[service]string{}, errLog: errLog}
+	p := &proxies{ports: map[service]int{}, publicIP: c.opts.PublicIP, errLog: errLog, log: log.New(errLog, "", log.LstdFlags)}
 	tlsConfig := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	serve := func(l net.Listener, h http.Handler) {
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: log.New(errLog, "", log.LstdFlags)}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: p.log}
 		p.servers = append(p.servers, srv)
 		go func() { _ = srv.Serve(l) }()
 	}
 	backends := map[service]int{svcKeystone: c.ports.keystone, svcPlacement: c.ports.placement, svcNova: c.ports.nova, svcCinder: c.ports.cinder}
-	for _, svc := range []service{svcKeystone, svcPlacement, svcNova, svcCinder, svcStub} {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for _, svc := range publicServices {
+		l, err := net.Listen("tcp", net.JoinHostPort(proxyHost, "0"))
 		if err != nil {
 			p.close()
 			return nil, fmt.Errorf("listening for %s's public endpoint: %w", svc, err)
 		}
-		p.public[svc] = "https://" + l.Addr().String()
-		var h http.Handler = stubHandler{}
+		p.ports[svc] = l.Addr().(*net.TCPAddr).Port
+		var h http.Handler = stubHandler{p.log}
 		if port, ok := backends[svc]; ok {
-			h = reverseProxy(port, errLog)
+			h = reverseProxy(port, p.log)
 		}
 		serve(tls.NewListener(l, tlsConfig), h)
 	}
@@ -79,12 +90,12 @@ func (c *Cloud) startProxies() (*proxies, error) {
 		p.close()
 		return nil, fmt.Errorf("listening for the Neutron and Glance stub: %w", err)
 	}
-	serve(l, stubHandler{})
+	serve(l, stubHandler{p.log})
 	return p, nil
 }
 
 // reverseProxy forwards to the service's plain-HTTP listener on port.
-func reverseProxy(port int, errLog *os.File) *httputil.ReverseProxy {
+func reverseProxy(port int, errLog *log.Logger) *httputil.ReverseProxy {
 	target := &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}
 	return &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
@@ -96,12 +107,24 @@ func reverseProxy(port int, errLog *os.File) *httputil.ReverseProxy {
 		// after a response without a length (a 204), and a POST sent on it in that moment
 		// cannot be retried. Loopback connections are cheap.
 		Transport: &http.Transport{DisableKeepAlives: true},
-		ErrorLog:  log.New(errLog, "", log.LstdFlags),
+		ErrorLog:  errLog,
 	}
 }
 
-// publicURL is the https base URL of svc's public endpoint.
-func (p *proxies) publicURL(svc service) string { return p.public[svc] }
+// publicURL is the https base URL of svc's public endpoint, at PublicIP.
+func (p *proxies) publicURL(svc service) string {
+	return "https://" + net.JoinHostPort(p.publicIP.String(), strconv.Itoa(p.ports[svc]))
+}
+
+// isPublicPort says whether port is one of the public endpoints'.
+func (p *proxies) isPublicPort(port int) bool {
+	for _, n := range p.ports {
+		if n == port {
+			return true
+		}
+	}
+	return false
+}
 
 func (p *proxies) close() {
 	for _, s := range p.servers {
@@ -115,10 +138,12 @@ func (p *proxies) close() {
 // and extensions when it creates a server, and the openstack client wants an image endpoint in
 // the catalog to create a volume. Every GET gets an empty collection named after the last path
 // element ("/v2.0/ports" -> {"ports": []}); anything else gets 501, so that a flow that really
-// needs either service fails visibly instead of pretending.
-type stubHandler struct{}
+// needs either service fails visibly instead of pretending. Each request is logged (to
+// tls-proxy.log): what the services asked of the absent services is otherwise nowhere.
+type stubHandler struct{ log *log.Logger }
 
-func (stubHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h stubHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.log.Printf("Neutron and Glance stub: %s %s", r.Method, r.URL.RequestURI())
 	w.Header().Set("Content-Type", "application/json")
 	if r.Method != http.MethodGet {
 		w.WriteHeader(http.StatusNotImplemented)

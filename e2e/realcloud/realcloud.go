@@ -4,6 +4,13 @@
 // library packages (e2e/hack/openstack-packages.sh), with RabbitMQ and SQLite, all on loopback
 // and under the harness's process supervisor (package procs).
 //
+// The catalog names the public endpoints at Options.PublicIP, by default 127.0.0.1, where their
+// TLS proxies listen. Another address is for clients in other network namespaces (a real node's
+// pods), which cannot reach the host's loopback: RelayPublic opens listeners there that relay
+// to the proxies, while the host's own clients (HTTPClient) dial the proxies directly. Nova's
+// metadata API runs too, fronted as Neutron's metadata agent would front it: ServeMetadata
+// answers a node's requests at 169.254.169.254 with Nova's answer for the node's server.
+//
 // The cloud is shaped like the ones OpenShift runs on: an admin used only to set it up, a
 // project with a member-role user (what OpenShift's installer hands a cluster) and an application
 // credential of that user, two availability zones on each side (Nova aggregates, Cinder
@@ -25,9 +32,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -56,11 +66,18 @@ var DefaultZones = []string{"zone-a", "zone-b"}
 
 // Options describe a cloud.
 type Options struct {
-	// CertPEM and KeyPEM are the serving certificate (for 127.0.0.1, optionally followed by its
-	// chain) and key of every public endpoint, and CAPEM the CA that signed it, which the
-	// clients of the cloud trust. All three are required: the caller owns the CA, so one world
-	// can trust the cloud and its other TLS endpoints alike.
+	// CertPEM and KeyPEM are the serving certificate (optionally followed by its chain) and key
+	// of every public endpoint, and CAPEM the CA that signed it, which the clients of the cloud
+	// trust. All three are required: the caller owns the CA, so one world can trust the cloud
+	// and its other TLS endpoints alike. The certificate must name 127.0.0.1 (the openrc file
+	// authenticates there) and PublicIP, as IP addresses: every client, the host's too, verifies
+	// the address in the catalog's URLs.
 	CertPEM, KeyPEM, CAPEM []byte
+	// PublicIP is the address the catalog's public endpoints and AuthURL name; 127.0.0.1 when
+	// nil. The TLS proxies listen on 127.0.0.1 whatever it is, on the ports the catalog names:
+	// another address is served where RelayPublic relays it, and the host's clients reach it
+	// through HTTPClient's dial mapping.
+	PublicIP net.IP
 	// ComputeZones are the two Nova availability zones (one compute host each) and VolumeZones
 	// the two Cinder ones (one backend each), in matching order; DefaultZones when empty, and
 	// VolumeZones defaults to ComputeZones. Different names give a cloud whose compute and
@@ -68,7 +85,8 @@ type Options struct {
 	ComputeZones, VolumeZones []string
 	// Region is the catalog's region; DefaultRegion when empty.
 	Region string
-	// PackagesDir holds the api-paste.ini files openstack-packages.sh extracts; when empty,
+	// PackagesDir holds the files openstack-packages.sh extracts (Cinder's and Nova's
+	// api-paste.ini, Cinder's resource_filters.json); when empty,
 	// <repo>/bin/openstack-<installed python3-nova version>.
 	PackagesDir string
 	// Logf, when set, receives progress: each phase of the start and its time.
@@ -90,20 +108,31 @@ type Cloud struct {
 	proxies *proxies
 	mounts  []string
 
-	mu    sync.Mutex
-	procs []*procs.Process
+	// mu guards procs (StartService replaces a stopped one in place), stopping, and what the
+	// admin operations change: the member's password and the compute zones' names.
+	mu       sync.Mutex
+	procs    []*procs.Process
+	stopping bool // Stop has begun: no process starts any more
+	// svcMu serialises StopService and StartService.
+	svcMu sync.Mutex
 
-	authURL  string
-	caFile   string
-	project  string // the member's project ID
-	appCred  appCredential
-	stopOnce sync.Once
-	stopErr  error
+	authURL   string
+	caFile    string
+	transport *http.Transport // HTTPClient's: the CA, the dial mapping
+	project   string          // the member's project ID
+	memberID  string          // the member user's ID
+	listerID  string          // ServiceListerRole's ID
+	appCred   appCredential
+	stopOnce  sync.Once
+	stopErr   error
 
 	// The attachment followers, by server; hvClosed refuses new ones once Stop began.
 	hvMu      sync.Mutex
 	followers map[string]*Follower
 	hvClosed  bool
+
+	// What RelayPublic and ServeMetadata serve, all of which ends at Stop.
+	relays relays
 }
 
 // appCredential is the member user's application credential.
@@ -164,6 +193,13 @@ func withDefaults(o Options) (Options, error) {
 	if o.Region == "" {
 		o.Region = DefaultRegion
 	}
+	if o.PublicIP == nil {
+		o.PublicIP = net.ParseIP(proxyHost)
+	}
+	if o.PublicIP.To16() == nil || o.PublicIP.IsUnspecified() {
+		return o, fmt.Errorf("realcloud: Options.PublicIP %q is not an address a client can dial", o.PublicIP)
+	}
+	o.PublicIP = slices.Clone(o.PublicIP)
 	return o, nil
 }
 
@@ -186,6 +222,9 @@ func (c *Cloud) start(ctx context.Context) error {
 	}
 	// The configurations name the public endpoints, which the proxies' listeners decide.
 	if c.proxies, err = c.startProxies(); err != nil {
+		return err
+	}
+	if c.transport, err = c.newTransport(); err != nil {
 		return err
 	}
 	if err := c.writeConfigs(); err != nil {
@@ -249,6 +288,7 @@ func (c *Cloud) Stop() error {
 		// view of a volume that Cinder's files below it must outlive.
 		followersErr := c.stopFollowers()
 		c.mu.Lock()
+		c.stopping = true
 		ps := slices.Clone(c.procs)
 		c.mu.Unlock()
 		// Reverse start order: the services before RabbitMQ and epmd, which they talk to
@@ -265,8 +305,13 @@ func (c *Cloud) Stop() error {
 			p.Stop(15 * time.Second)
 		}
 		errs := []error{followersErr}
+		// The relays before the proxies they lead to, and before the proxies' log they write.
+		c.relays.close()
 		if c.proxies != nil {
 			c.proxies.close()
+		}
+		if c.transport != nil {
+			c.transport.CloseIdleConnections()
 		}
 		// What a follower lost track of (a device it could not remove) goes before the exports
 		// it holds open.
@@ -287,8 +332,11 @@ func (c *Cloud) Dir() string { return c.dir }
 // LogDir holds one log file per process.
 func (c *Cloud) LogDir() string { return filepath.Join(c.dir, "logs") }
 
-// AuthURL is Keystone's public v3 endpoint, behind TLS.
+// AuthURL is Keystone's public v3 endpoint, behind TLS, at PublicIP.
 func (c *Cloud) AuthURL() string { return c.authURL }
+
+// PublicIP is the address the catalog's public endpoints and AuthURL name.
+func (c *Cloud) PublicIP() net.IP { return slices.Clone(c.opts.PublicIP) }
 
 // CAPEM is the CA that signed the public endpoints' certificate.
 func (c *Cloud) CAPEM() []byte { return slices.Clone(c.opts.CAPEM) }
@@ -299,8 +347,13 @@ func (c *Cloud) CAFile() string { return c.caFile }
 // Region is the catalog's region.
 func (c *Cloud) Region() string { return c.opts.Region }
 
-// ComputeZones and VolumeZones are the two zones of each service, in matching order.
-func (c *Cloud) ComputeZones() []string { return slices.Clone(c.opts.ComputeZones) }
+// ComputeZones are Nova's two zones, one compute host each, in the order of VolumeZones; after
+// SetComputeZone, with the name it set.
+func (c *Cloud) ComputeZones() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.opts.ComputeZones)
+}
 
 // VolumeZones are Cinder's two zones, one backend each, in the order of ComputeZones.
 func (c *Cloud) VolumeZones() []string { return slices.Clone(c.opts.VolumeZones) }
@@ -309,12 +362,17 @@ func (c *Cloud) VolumeZones() []string { return slices.Clone(c.opts.VolumeZones)
 func (c *Cloud) ProjectID() string { return c.project }
 
 // Member is a clouds.yaml entry for the member-role user with a password, scoped to its
-// project: what OpenShift's installer puts into a cluster.
+// project: what OpenShift's installer puts into a cluster. Its auth URL is at PublicIP; the
+// host's clients reach it through HTTPClient (Client does). The password is the current one:
+// SetMemberPassword changes it.
 func (c *Cloud) Member() clouds.Cloud {
+	c.mu.Lock()
+	password := c.secrets.member
+	c.mu.Unlock()
 	return clouds.Cloud{
 		AuthType: clouds.AuthV3Password,
 		AuthInfo: &clouds.AuthInfo{
-			AuthURL: c.authURL, Username: DefaultUser, Password: c.secrets.member,
+			AuthURL: c.authURL, Username: DefaultUser, Password: password,
 			ProjectName: DefaultProject, UserDomainName: "Default", ProjectDomainName: "Default",
 		},
 		RegionName: c.opts.Region, Interface: "public", IdentityAPIVersion: "3", CACertFile: c.caFile,
@@ -323,23 +381,37 @@ func (c *Cloud) Member() clouds.Cloud {
 
 // AppCredential is a clouds.yaml entry for the member user's application credential, which
 // carries its project and roles with it.
-func (c *Cloud) AppCredential() clouds.Cloud {
+func (c *Cloud) AppCredential() clouds.Cloud { return c.appCredentialCloud(c.appCred) }
+
+// appCredentialCloud is the clouds.yaml entry of one of the member's application credentials.
+func (c *Cloud) appCredentialCloud(ac appCredential) clouds.Cloud {
 	return clouds.Cloud{
 		AuthType: clouds.AuthV3ApplicationCredential,
 		AuthInfo: &clouds.AuthInfo{
-			AuthURL: c.authURL, ApplicationCredentialID: c.appCred.id,
-			ApplicationCredentialSecret: c.appCred.secret,
+			AuthURL: c.authURL, ApplicationCredentialID: ac.id, ApplicationCredentialSecret: ac.secret,
 		},
 		RegionName: c.opts.Region, Interface: "public", IdentityAPIVersion: "3", CACertFile: c.caFile,
 	}
 }
 
 // WriteOpenRC writes a shell file that points the openstack client at the cloud as the member
-// user, for people poking at a running cloud.
+// user, for people poking at a running cloud from the host. When PublicIP is not where the
+// proxies listen, the catalog's public URLs are unreachable from the host (the openstack client
+// has no dial mapping; only RelayPublic's listeners serve them, inside the nodes): the file then
+// authenticates at Keystone's proxy on 127.0.0.1 and uses the internal endpoints, plain HTTP on
+// 127.0.0.1.
 func (c *Cloud) WriteOpenRC(path string) error {
 	m := c.Member().AuthInfo
+	authURL, iface, why := m.AuthURL, "public", ""
+	if !c.opts.PublicIP.Equal(net.ParseIP(proxyHost)) {
+		authURL = "https://" + net.JoinHostPort(proxyHost, strconv.Itoa(c.proxies.ports[svcKeystone])) + "/v3"
+		iface = "internal"
+		why = fmt.Sprintf("# The catalog's public endpoints name %s, which only the nodes' relays serve: from the host,\n"+
+			"# Keystone's TLS proxy on %s and the internal endpoints (plain HTTP on %s) instead.\n",
+			c.opts.PublicIP, proxyHost, proxyHost)
+	}
 	content := fmt.Sprintf(`# The member user of a realcloud test cloud: source this, then run openstack.
-export OS_AUTH_URL=%s
+%sexport OS_AUTH_URL=%s
 export OS_IDENTITY_API_VERSION=3
 export OS_AUTH_TYPE=password
 export OS_USERNAME=%s
@@ -348,10 +420,10 @@ export OS_PROJECT_NAME=%s
 export OS_USER_DOMAIN_NAME=Default
 export OS_PROJECT_DOMAIN_NAME=Default
 export OS_REGION_NAME=%s
-export OS_INTERFACE=public
+export OS_INTERFACE=%s
 export OS_CACERT=%s
-`, shellQuote(m.AuthURL), shellQuote(m.Username), shellQuote(m.Password), shellQuote(m.ProjectName),
-		shellQuote(c.opts.Region), shellQuote(c.caFile))
+`, why, shellQuote(authURL), shellQuote(m.Username), shellQuote(m.Password), shellQuote(m.ProjectName),
+		shellQuote(c.opts.Region), iface, shellQuote(c.caFile))
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		return fmt.Errorf("writing openrc: %w", err)
 	}

@@ -8,12 +8,18 @@ package realcloud
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,17 +40,27 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/volumeattach"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 	. "github.com/onsi/gomega"
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/loopdev"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
-// testTLS returns a serving certificate for 127.0.0.1 and the CA that signed it.
+// testPublicIP is the test cloud's PublicIP. It stands in for the address a real node's network
+// namespace reaches the cloud at: all of 127.0.0.0/8 is the loopback's on Linux, so the test
+// can listen there in the host's namespace (RelayPublic(net.Listen)), and nothing else does,
+// since the TLS proxies listen on 127.0.0.1 only. The host's clients never dial it: HTTPClient
+// maps it to 127.0.0.1, which is what lets them work before any relay exists.
+var testPublicIP = net.IPv4(127, 0, 0, 2)
+
+// testTLS returns a serving certificate for 127.0.0.1 and testPublicIP, and the CA that signed
+// it.
 func testTLS(t *testing.T) (certPEM, keyPEM, caPEM []byte) {
 	t.Helper()
-	chain, key, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.IPv4(127, 0, 0, 1)}, []string{"localhost"})
+	chain, key, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.IPv4(127, 0, 0, 1), testPublicIP}, []string{"localhost"})
 	if err != nil {
 		t.Fatalf("generating certificates: %v", err)
 	}
@@ -108,9 +124,10 @@ func TestRealCloud(t *testing.T) {
 	// the cloud: the epmds after the test must be those before it.
 	epmdsBefore := processesNamed("epmd")
 	// Compute and volume zones named differently: the harder of the two shapes, where a
-	// client must not assume that a server's zone is a volume zone.
+	// client must not assume that a server's zone is a volume zone. The catalog names the
+	// public endpoints at another address than the proxies', as it does for real nodes.
 	start := time.Now()
-	c := StartForTest(t, Options{CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM,
+	c := StartForTest(t, Options{CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, PublicIP: testPublicIP,
 		ComputeZones: []string{"compute-a", "compute-b"}, VolumeZones: []string{"volume-a", "volume-b"}})
 	t.Logf("Real OpenStack started in %s", time.Since(start).Round(100*time.Millisecond))
 	rss, pss, n := c.Memory()
@@ -139,6 +156,10 @@ func TestRealCloud(t *testing.T) {
 			g.Expect(zoneNames(vzs, func(z volumeazs.AvailabilityZone) string { return z.ZoneName })).To(ContainElements(c.VolumeZones()))
 		})
 	}
+
+	t.Run("When the catalog names PublicIP, it should name it for every public endpoint, and a client on HTTPClient should reach them from the host without a relay", func(t *testing.T) {
+		testPublicEndpoints(t, c)
+	})
 
 	t.Run("When the member user asks what the operator asks, it should get the real cloud's answers", func(t *testing.T) {
 		g := NewWithT(t)
@@ -189,16 +210,52 @@ func TestRealCloud(t *testing.T) {
 		g.Expect(err).To(HaveOccurred())
 	})
 
+	t.Run("When the member makes and deletes application credentials, it should authenticate with them until deleted", func(t *testing.T) {
+		testAppCredentials(t, c)
+	})
+
+	t.Run("When the admin lets the member list Cinder's services, credentials made after should list them and those made before should not", func(t *testing.T) {
+		testServiceListing(t, c)
+	})
+
+	// After this the member's password is a new one: every later step, the openrc file's
+	// openstack client and CreateServer among them, runs on it.
+	t.Run("When the admin changes the member's password, the old one should fail and the new one work", func(t *testing.T) {
+		testPasswordChange(t, c)
+	})
+
 	t.Run("When the openrc file is sourced, the openstack client should reach the cloud as the member user", func(t *testing.T) {
 		g := NewWithT(t)
 		rc := filepath.Join(t.TempDir(), "openrc")
 		g.Expect(c.WriteOpenRC(rc)).To(Succeed())
+		// PublicIP is not where the proxies listen, and no relay is open yet: the file must
+		// take the host's ways in.
+		content, err := os.ReadFile(rc)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(string(content)).To(ContainSubstring(fmt.Sprintf("export OS_AUTH_URL='https://127.0.0.1:%d/v3'\n", c.proxies.ports[svcKeystone])))
+		g.Expect(string(content)).To(ContainSubstring("export OS_INTERFACE=internal\n"))
 		out, err := exec.CommandContext(ctx, "bash", "-c", `. "$1" && openstack availability zone list --volume -f value`, "-", rc).CombinedOutput()
 		g.Expect(err).NotTo(HaveOccurred(), "%s", out)
 		t.Logf("openstack availability zone list --volume:\n%s", out)
 		for _, z := range c.VolumeZones() {
 			g.Expect(string(out)).To(ContainSubstring(z))
 		}
+	})
+
+	t.Run("When the public endpoints are relayed into other namespaces, a client there should reach the whole cloud over TLS through the relays alone", func(t *testing.T) {
+		testRelays(t, c)
+	})
+
+	t.Run("When a node asks the metadata service, it should get real Nova's answer for its own server", func(t *testing.T) {
+		testMetadata(t, c)
+	})
+
+	t.Run("When a compute zone is renamed, the member should see the new name, and Nova should refuse it for a host with servers", func(t *testing.T) {
+		testZoneRename(t, c)
+	})
+
+	t.Run("When services are stopped and started again, clients should fail while they are down and work once they are back", func(t *testing.T) {
+		testServiceRestarts(t, c)
 	})
 
 	t.Run("When volumes and servers are created in each zone, they should land there, attach over NFS and go away without a trace", func(t *testing.T) {
@@ -217,6 +274,14 @@ func TestRealCloud(t *testing.T) {
 			// The volume's file is in this zone's backend's export, and only there.
 			g.Expect(filepath.Join(c.exportDir(i), "volume-"+v.ID)).To(BeAnExistingFile())
 			g.Expect(filepath.Join(c.exportDir(1-i), "volume-"+v.ID)).NotTo(BeAnExistingFile())
+			// A list by name, as the driver's CreateVolume sends one: Cinder allows the filter
+			// only with its resource_filters.json.
+			pages, err := volumes.List(cl.volume, volumes.ListOpts{Name: "data-" + zone}).AllPages(ctx)
+			g.Expect(err).NotTo(HaveOccurred(), "listing volumes by name")
+			named, err := volumes.ExtractVolumes(pages)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(named).To(HaveLen(1))
+			g.Expect(named[0].ID).To(Equal(v.ID))
 		}
 		for _, zone := range c.ComputeZones() {
 			bootStart := time.Now()
@@ -285,16 +350,21 @@ func TestRealCloud(t *testing.T) {
 	}
 	t.Run("When the cloud stops, it should leave no process, mount or listener behind", func(t *testing.T) {
 		g := NewWithT(t)
+		// A service stopped (and one started again, in testServiceRestarts) is Stop's too.
+		g.Expect(c.StopService(ServiceCinderBackup)).To(Succeed())
 		pids := c.Pids()
 		g.Expect(len(pids)).To(BeNumerically(">=", 15), "the cloud's processes, found by process group")
 		dir := c.Dir()
-		listeners := []int{c.ports.amqp, c.ports.epmd, c.ports.dist, c.ports.keystone, c.ports.placement,
-			c.ports.nova, c.ports.cinder, c.ports.stub}
-		for _, svc := range []service{svcKeystone, svcPlacement, svcNova, svcCinder, svcStub} {
-			_, port, err := net.SplitHostPort(strings.TrimPrefix(c.proxies.publicURL(svc), "https://"))
-			g.Expect(err).NotTo(HaveOccurred())
-			n, _ := strconv.Atoi(port)
-			listeners = append(listeners, n)
+		var listeners []string
+		for _, port := range []int{c.ports.amqp, c.ports.epmd, c.ports.dist, c.ports.keystone, c.ports.placement,
+			c.ports.nova, c.ports.cinder, c.ports.stub, c.ports.metadata} {
+			listeners = append(listeners, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		}
+		// The proxies, and the relays testRelays opened in front of them.
+		for _, ip := range []string{"127.0.0.1", testPublicIP.String(), secondNamespaceIP} {
+			for _, svc := range publicServices {
+				listeners = append(listeners, net.JoinHostPort(ip, strconv.Itoa(c.proxies.ports[svc])))
+			}
 		}
 		// The exports' resolved paths, as the kernel names the files behind loop devices.
 		var exports []string
@@ -306,6 +376,7 @@ func TestRealCloud(t *testing.T) {
 		stopStart := time.Now()
 		g.Expect(c.Stop()).To(Succeed())
 		t.Logf("Real OpenStack stopped in %s", time.Since(stopStart).Round(100*time.Millisecond))
+		g.Expect(c.StartService(ctx, ServiceCinderBackup)).To(MatchError(errStopping), "a start after Stop")
 
 		for _, pid := range pids {
 			err := syscall.Kill(pid, 0)
@@ -318,12 +389,12 @@ func TestRealCloud(t *testing.T) {
 		mounts, err := os.ReadFile("/proc/mounts")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(string(mounts)).NotTo(ContainSubstring(dir))
-		for _, port := range listeners {
-			conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+		for _, addr := range listeners {
+			conn, err := net.DialTimeout("tcp", addr, time.Second)
 			if err == nil {
 				_ = conn.Close()
 			}
-			g.Expect(err).To(HaveOccurred(), "port %d still accepts connections", port)
+			g.Expect(err).To(HaveOccurred(), "%s still accepts connections", addr)
 		}
 		g.Expect(dir).NotTo(BeADirectory())
 		for _, export := range exports {
@@ -387,4 +458,342 @@ func processesNamed(name string) []int {
 		}
 	}
 	return out
+}
+
+// secondNamespaceIP stands in for a second node's namespace, where testRelays relays the public
+// endpoints again; the catalog still names testPublicIP, which a client there dials.
+const secondNamespaceIP = "127.0.0.3"
+
+// caClient is an HTTP client that trusts the cloud's CA and nothing of the host: what a pod has.
+// dialIP, when set, is where it dials whatever the URL names, as if PublicIP were routed there.
+func caClient(t *testing.T, c *Cloud, dialIP string) *http.Client {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(c.CAPEM()) {
+		t.Fatal("the cloud's CA PEM holds no certificate")
+	}
+	transport := &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	if dialIP != "" {
+		var d net.Dialer
+		transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			_, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			return d.DialContext(ctx, network, net.JoinHostPort(dialIP, port))
+		}
+	}
+	t.Cleanup(transport.CloseIdleConnections)
+	return &http.Client{Transport: transport, Timeout: time.Minute}
+}
+
+// memberVolumes authenticates as the member user at the cloud's AuthURL with client and lists
+// the volumes of its project: the catalog's whole public path, Keystone then Cinder.
+func memberVolumes(ctx context.Context, c *Cloud, client *http.Client) (*gophercloud.ProviderClient, []volumes.Volume, error) {
+	provider, err := openstack.NewClient(c.AuthURL())
+	if err != nil {
+		return nil, nil, err
+	}
+	provider.HTTPClient = *client
+	if err := openstack.Authenticate(ctx, provider, gophercloud.AuthOptions{IdentityEndpoint: c.AuthURL(),
+		Username: DefaultUser, Password: c.Member().AuthInfo.Password, DomainName: "Default", TenantName: DefaultProject}); err != nil {
+		return nil, nil, fmt.Errorf("authenticating as the member: %w", err)
+	}
+	volume, err := openstack.NewBlockStorageV3(provider, gophercloud.EndpointOpts{Region: c.Region()})
+	if err != nil {
+		return nil, nil, err
+	}
+	pages, err := volumes.List(volume, nil).AllPages(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing volumes at %s: %w", volume.Endpoint, err)
+	}
+	list, err := volumes.ExtractVolumes(pages)
+	return provider, list, err
+}
+
+// refused says whether nothing accepts connections at addr.
+func refused(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return true
+	}
+	_ = conn.Close()
+	return false
+}
+
+// testPublicEndpoints checks the catalog against PublicIP and HTTPClient's dial mapping, before
+// any relay exists.
+func testPublicEndpoints(t *testing.T, c *Cloud) {
+	g := NewWithT(t)
+	g.Expect(c.PublicIP().Equal(testPublicIP)).To(BeTrue())
+	g.Expect(c.AuthURL()).To(Equal(fmt.Sprintf("https://%s:%d/v3", testPublicIP, c.proxies.ports[svcKeystone])))
+	for _, svc := range publicServices {
+		g.Expect(refused(net.JoinHostPort(testPublicIP.String(), strconv.Itoa(c.proxies.ports[svc])))).To(BeTrue(),
+			"something listens at PublicIP for %s before any relay", svc)
+	}
+
+	provider, vols, err := memberVolumes(t.Context(), c, c.HTTPClient())
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("The member's volumes, listed through HTTPClient: %d", len(vols))
+	catalog, err := provider.GetAuthResult().(tokens.CreateResult).ExtractServiceCatalog()
+	g.Expect(err).NotTo(HaveOccurred())
+	public := map[string]string{}
+	for _, entry := range catalog.Entries {
+		for _, e := range entry.Endpoints {
+			u, err := url.Parse(e.URL)
+			g.Expect(err).NotTo(HaveOccurred())
+			switch e.Interface {
+			case "public":
+				public[entry.Type] = e.URL
+				g.Expect(u.Scheme).To(Equal("https"), "%s's public endpoint", entry.Type)
+				g.Expect(u.Hostname()).To(Equal(testPublicIP.String()), "%s's public endpoint", entry.Type)
+			case "internal":
+				g.Expect(u.Hostname()).To(Equal("127.0.0.1"), "%s's internal endpoint", entry.Type)
+			}
+		}
+	}
+	t.Logf("Public endpoints in the member's catalog: %v", public)
+	g.Expect(public).To(HaveKey("identity"))
+	g.Expect(public).To(HaveKey("compute"))
+	g.Expect(public).To(HaveKey("block-storage"))
+	g.Expect(public).To(HaveKey("network"))
+}
+
+// testRelays relays the public endpoints at PublicIP in the host's namespace (standing in for a
+// node's) and at a second address, and checks that a client that knows only the CA and the
+// catalog gets through, and that a failed listen leaves nothing open.
+func testRelays(t *testing.T, c *Cloud) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	// Left open: Stop closes it (the last subtest checks).
+	_, err := c.RelayPublic(net.Listen)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	pod := caClient(t, c, "")
+	for _, svc := range publicServices {
+		u := c.proxies.publicURL(svc) + "/"
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		resp, err := pod.Do(req)
+		g.Expect(err).NotTo(HaveOccurred(), "GET %s through the relay", u)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		t.Logf("GET %s through the relay: %d over %s", u, resp.StatusCode, tls.VersionName(resp.TLS.Version))
+		g.Expect(resp.StatusCode).To(BeNumerically("<", 400), "GET %s", u)
+		g.Expect(resp.TLS.VerifiedChains).NotTo(BeEmpty())
+	}
+	_, vols, err := memberVolumes(ctx, c, pod)
+	g.Expect(err).NotTo(HaveOccurred(), "the member's volumes through the relays alone")
+	t.Logf("The member's volumes, listed through the relays alone: %d", len(vols))
+
+	// Another namespace: the same ports at another address. The client there still dials the
+	// catalog's address, which that namespace routes to its own listeners.
+	at := func(ip string) func(network, addr string) (net.Listener, error) {
+		return func(network, addr string) (net.Listener, error) {
+			_, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			return net.Listen(network, net.JoinHostPort(ip, port))
+		}
+	}
+	stopSecond, err := c.RelayPublic(at(secondNamespaceIP))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, _, err = memberVolumes(ctx, c, caClient(t, c, secondNamespaceIP))
+	g.Expect(err).NotTo(HaveOccurred(), "the member's volumes through the second namespace's relays")
+
+	// The second namespace goes away: its stop closes its listeners and the connections they
+	// relay, here an idle TLS connection to Keystone, and leaves the first namespace's alone.
+	keystonePort := strconv.Itoa(c.proxies.ports[svcKeystone])
+	pool := x509.NewCertPool()
+	g.Expect(pool.AppendCertsFromPEM(c.CAPEM())).To(BeTrue())
+	live, err := tls.Dial("tcp", net.JoinHostPort(secondNamespaceIP, keystonePort),
+		&tls.Config{RootCAs: pool, ServerName: testPublicIP.String(), MinVersion: tls.VersionTLS12})
+	g.Expect(err).NotTo(HaveOccurred(), "a TLS connection through the second namespace's relay")
+	defer func() { _ = live.Close() }()
+	stopStart := time.Now()
+	g.Expect(stopSecond()).To(Succeed())
+	t.Logf("The second namespace's relays stopped in %s", time.Since(stopStart).Round(time.Millisecond))
+	g.Expect(live.SetReadDeadline(time.Now().Add(10 * time.Second))).To(Succeed())
+	_, err = live.Read(make([]byte, 1))
+	t.Logf("Reading the relayed connection after its relay stopped: %v", err)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(errors.Is(err, os.ErrDeadlineExceeded)).To(BeFalse(), "the relayed connection stays open after stop")
+	for _, svc := range publicServices {
+		addr := net.JoinHostPort(secondNamespaceIP, strconv.Itoa(c.proxies.ports[svc]))
+		g.Expect(refused(addr)).To(BeTrue(), "%s still accepts connections after stop", addr)
+	}
+	g.Expect(stopSecond()).To(Succeed(), "a second stop")
+	_, _, err = memberVolumes(ctx, c, pod)
+	g.Expect(err).NotTo(HaveOccurred(), "the member's volumes through the first namespace's relays, after the second's stop")
+
+	// A namespace where the third listen fails: the two listeners before it close again.
+	const failingIP = "127.0.0.4"
+	listens := 0
+	stopFailed, err := c.RelayPublic(func(network, addr string) (net.Listener, error) {
+		if listens++; listens == 3 {
+			return nil, errors.New("no such namespace")
+		}
+		return at(failingIP)(network, addr)
+	})
+	t.Logf("RelayPublic with a failing listen: %v", err)
+	g.Expect(err).To(MatchError(ContainSubstring("no such namespace")))
+	g.Expect(stopFailed).To(BeNil())
+	for _, svc := range publicServices[:2] {
+		addr := net.JoinHostPort(failingIP, strconv.Itoa(c.proxies.ports[svc]))
+		g.Expect(refused(addr)).To(BeTrue(), "%s still accepts connections after the failed call", addr)
+	}
+}
+
+// metadataServer is one ServeMetadata a test runs.
+type metadataServer struct {
+	serverID, zone string
+	l              net.Listener
+	done           chan error
+}
+
+// testMetadata creates a server in each compute zone and serves the metadata API for each on a
+// listener of its own, as two nodes would have it, and checks Nova's answers, its checks of the
+// headers ServeMetadata sends, and its log.
+func testMetadata(t *testing.T, c *Cloud) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	cl := newClients(t, c, c.Member())
+	var novaAPI *procs.Process
+	for _, p := range c.processes() {
+		if p.Name() == "nova-api" {
+			novaAPI = p
+		}
+	}
+	g.Expect(novaAPI).NotTo(BeNil())
+	logStart := fileSize(novaAPI.LogPath())
+
+	var nodes []*metadataServer
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if err := servers.Delete(context.WithoutCancel(ctx), cl.compute, n.serverID).ExtractErr(); err != nil {
+				t.Errorf("deleting server %s: %v", n.serverID, err)
+			}
+		}
+		for _, n := range nodes {
+			if err := WaitServerGone(context.WithoutCancel(ctx), cl.compute, n.serverID); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	for _, zone := range c.ComputeZones() {
+		id, err := c.CreateServer(ctx, "metadata-"+zone, zone)
+		if id != "" {
+			nodes = append(nodes, &metadataServer{serverID: id, zone: zone})
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	for _, n := range nodes {
+		var err error
+		n.l, err = net.Listen("tcp", net.JoinHostPort(testPublicIP.String(), "0"))
+		g.Expect(err).NotTo(HaveOccurred())
+		n.done = make(chan error, 1)
+		go func() { n.done <- c.ServeMetadata(n.l, n.serverID) }()
+	}
+
+	plain := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: time.Minute}
+	t.Cleanup(plain.CloseIdleConnections)
+	get := func(u string, header http.Header) (int, []byte) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		maps.Copy(req.Header, header)
+		resp, err := plain.Do(req)
+		g.Expect(err).NotTo(HaveOccurred(), "GET %s", u)
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		return resp.StatusCode, body
+	}
+	stubLog := filepath.Join(c.LogDir(), "tls-proxy.log")
+	stubLogStart := fileSize(stubLog)
+	for _, n := range nodes {
+		start := time.Now()
+		code, body := get("http://"+n.l.Addr().String()+"/openstack/latest/meta_data.json", nil)
+		t.Logf("meta_data.json of server %s (%s) in %s: %d\n%s", n.serverID, n.zone, time.Since(start).Round(time.Millisecond), code, body)
+		g.Expect(code).To(Equal(http.StatusOK))
+		var md struct {
+			UUID             string `json:"uuid"`
+			AvailabilityZone string `json:"availability_zone"`
+			ProjectID        string `json:"project_id"`
+		}
+		g.Expect(json.Unmarshal(body, &md)).To(Succeed())
+		g.Expect(md.UUID).To(Equal(n.serverID))
+		g.Expect(md.AvailabilityZone).To(Equal(n.zone))
+		g.Expect(md.ProjectID).To(Equal(c.ProjectID()))
+	}
+
+	// Nova's own checks, straight at its metadata listener: the signature ServeMetadata sends is
+	// the one it expects, and it answers nothing for a wrong one or for another project.
+	direct := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports.metadata)) + "/openstack/latest/meta_data.json"
+	id := nodes[0].serverID
+	headers := func(project, secret string) http.Header {
+		h := http.Header{}
+		h.Set(headerInstanceID, id)
+		h.Set(headerTenantID, project)
+		h.Set(headerInstanceSignature, metadataSignature(secret, id))
+		return h
+	}
+	code, _ := get(direct, headers(c.ProjectID(), c.secrets.metadata))
+	g.Expect(code).To(Equal(http.StatusOK), "the right signature")
+	code, _ = get(direct, headers(c.ProjectID(), "not the shared secret"))
+	g.Expect(code).To(Equal(http.StatusForbidden), "a wrong signature")
+	code, _ = get(direct, headers("another-project", c.secrets.metadata))
+	g.Expect(code).To(Equal(http.StatusNotFound), "another project")
+
+	for _, n := range nodes {
+		g.Expect(n.l.Close()).To(Succeed())
+		g.Eventually(n.done).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
+	}
+
+	// Nova looked each server's ports up in the Neutron stub (for its security groups; there
+	// are none, the servers have no networks) and must have had no trouble with the answer.
+	asked := logSince(t, stubLog, stubLogStart)
+	t.Logf("The Neutron and Glance stub during the metadata requests:\n%s", asked)
+	for _, n := range nodes {
+		g.Expect(asked).To(ContainSubstring("ports?device_id="+n.serverID), "Nova asking Neutron for server %s's ports", n.serverID)
+	}
+	logged := logSince(t, novaAPI.LogPath(), logStart)
+	t.Logf("nova-api's log during the metadata requests:\n%s", logged)
+	g.Expect(logged).NotTo(ContainSubstring("Traceback"))
+	g.Expect(logged).NotTo(MatchRegexp(`\d ERROR `))
+
+	// What the metadata API costs: its worker is the last process nova-api forks.
+	pids := pidsInGroups(map[int]bool{novaAPI.Pid(): true})
+	slices.Sort(pids)
+	for _, pid := range pids {
+		rss, pss, _ := processMemory(pid)
+		t.Logf("nova-api process %d: PSS %d MiB, RSS %d MiB", pid, pss>>20, rss>>20)
+	}
+}
+
+// fileSize is the size of the file at path, 0 when there is none yet.
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// logSince reads what was written to the log at path after offset.
+func logSince(t *testing.T, path string, offset int64) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -24,9 +24,10 @@ const NetworksNoneMicroversion = "2.37"
 // bootable 1 GiB volume in the matching volume zone, without networks, and returns its UUID
 // once it is ACTIVE. The boot volume goes with the server when the server is deleted.
 func (c *Cloud) CreateServer(ctx context.Context, name, zone string) (string, error) {
-	i := slices.Index(c.opts.ComputeZones, zone)
+	zones := c.ComputeZones()
+	i := slices.Index(zones, zone)
 	if i < 0 {
-		return "", fmt.Errorf("no compute zone %q (have %v)", zone, c.opts.ComputeZones)
+		return "", fmt.Errorf("no compute zone %q (have %v)", zone, zones)
 	}
 	provider, err := c.Client(ctx, c.Member())
 	if err != nil {

@@ -279,8 +279,8 @@ func (c *Cloud) startComputeAndVolume(ctx context.Context) error {
 	list := []proc{
 		{"nova-api", "nova-api", novaConf}, {"nova-conductor", "nova-conductor", novaConf},
 		{"nova-scheduler", "nova-scheduler", novaConf},
-		{"cinder-api", "cinder-api", cinderConf}, {"cinder-scheduler", "cinder-scheduler", cinderConf},
-		{"cinder-volume", "cinder-volume", cinderConf}, {"cinder-backup", "cinder-backup", cinderConf},
+		{ServiceCinderAPI, "cinder-api", cinderConf}, {"cinder-scheduler", "cinder-scheduler", cinderConf},
+		{"cinder-volume", "cinder-volume", cinderConf}, {ServiceCinderBackup, "cinder-backup", cinderConf},
 	}
 	for _, h := range computeHosts {
 		list = append(list, proc{"nova-compute-" + h, "nova-compute",
@@ -299,6 +299,10 @@ func (c *Cloud) startComputeAndVolume(ctx context.Context) error {
 			return c.waitHTTP(ctx, "nova-api", c.internalURL(c.ports.nova)+"/", started["nova-api"])
 		},
 		func(ctx context.Context) error {
-			return c.waitHTTP(ctx, "cinder-api", c.internalURL(c.ports.cinder)+"/", started["cinder-api"])
+			// The root lists the metadata versions, without asking for an instance.
+			return c.waitHTTP(ctx, "nova-api's metadata API", c.internalURL(c.ports.metadata)+"/", started["nova-api"])
+		},
+		func(ctx context.Context) error {
+			return c.waitHTTP(ctx, ServiceCinderAPI, c.internalURL(c.ports.cinder)+"/", started[ServiceCinderAPI])
 		})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/schedulerstats"
 	volservices "github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/services"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/aggregates"
+	computeazs "github.com/gophercloud/gophercloud/v2/openstack/compute/v2/availabilityzones"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
 	computeservices "github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
@@ -191,4 +192,99 @@ func (c *Cloud) poolsReported(ctx context.Context, volume *gophercloud.ServiceCl
 		}
 	}
 	return nil
+}
+
+// SetComputeZone sets the availability zone of compute host index (0 or 1) to name: the zone of
+// the host's aggregate, which is how a cloud's administrator renames a zone. Nova refuses while
+// the host runs a server, whose zone would change under its user; the error then carries Nova's
+// message. It returns once the member's zone list (GET os-availability-zone) names the zone,
+// and ComputeZones names it from then on; the volume zones stay as they are.
+//
+// nova-api keeps a cache of each host's zone (availability_zones.py, an hour), but the zone
+// list does not read it, and the aggregate update resets it in the process that made it: with
+// one API worker the list follows at once.
+func (c *Cloud) SetComputeZone(ctx context.Context, index int, name string) error {
+	if index < 0 || index >= len(computeHosts) {
+		return fmt.Errorf("setting a compute zone: no compute host %d (have %d)", index, len(computeHosts))
+	}
+	host := computeHosts[index]
+	// gophercloud leaves an empty zone out of the request, which Nova would take as no change.
+	if name == "" {
+		return fmt.Errorf("setting the zone of compute host %s: empty name", host)
+	}
+	admin, err := c.adminClient(ctx)
+	if err != nil {
+		return err
+	}
+	compute, err := openstack.NewComputeV2(admin, gophercloud.EndpointOpts{Region: c.opts.Region})
+	if err != nil {
+		return err
+	}
+	agg, err := hostAggregate(ctx, compute, host)
+	if err != nil {
+		return err
+	}
+	if _, err := aggregates.Update(ctx, compute, agg.ID, aggregates.UpdateOpts{AvailabilityZone: name}).Extract(); err != nil {
+		return fmt.Errorf("setting the zone of compute host %s to %q: %w", host, name, refusal(err))
+	}
+	c.mu.Lock()
+	old := c.opts.ComputeZones[index]
+	c.opts.ComputeZones[index] = name
+	// The old name stays listed while the other host is in it.
+	oldStays := c.opts.ComputeZones[1-index] == old
+	c.mu.Unlock()
+
+	start := time.Now()
+	member, err := c.Client(ctx, c.Member())
+	if err != nil {
+		return err
+	}
+	memberCompute, err := openstack.NewComputeV2(member, gophercloud.EndpointOpts{Region: c.opts.Region})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var last error
+	if err := procs.Poll(ctx, procs.Wait{What: fmt.Sprintf("the member's compute zones to list %q", name), Interval: 500 * time.Millisecond,
+		Last: func() error { return last }},
+		func() (bool, error) {
+			pages, err := computeazs.List(memberCompute).AllPages(ctx)
+			if err != nil {
+				return false, err
+			}
+			zones, err := computeazs.ExtractAvailabilityZones(pages)
+			if err != nil {
+				return false, err
+			}
+			var names []string
+			for _, z := range zones {
+				names = append(names, z.ZoneName)
+			}
+			last = fmt.Errorf("listed: %v", names)
+			return slices.Contains(names, name) && (old == name || oldStays || !slices.Contains(names, old)), nil
+		}); err != nil {
+		return err
+	}
+	c.logf("Real OpenStack: compute host %s in zone %q (was %q); the member's zone list followed in %s",
+		host, name, old, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// hostAggregate finds the aggregate setupZones put host into.
+func hostAggregate(ctx context.Context, compute *gophercloud.ServiceClient, host string) (*aggregates.Aggregate, error) {
+	pages, err := aggregates.List(compute).AllPages(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing aggregates: %w", err)
+	}
+	list, err := aggregates.ExtractAggregates(pages)
+	if err != nil {
+		return nil, fmt.Errorf("listing aggregates: %w", err)
+	}
+	for i := range list {
+		if slices.Contains(list[i].Hosts, host) {
+			return &list[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no aggregate holds compute host %s", host)
 }
