@@ -67,7 +67,8 @@ endef
 # harness uses to build its network namespaces, and ipset, which kube-router's network-policy
 # controller runs next to iptables on nodes that enforce NetworkPolicy.
 REALNODE_HOST_PACKAGES ?= containerd runc containernetworking-plugins iproute2 iptables ipset util-linux mount
-STORAGE_TEST_TIMEOUT ?= 60m
+# Three worlds: the fake cloud's two (the take-over) and the real cloud's (both modes).
+STORAGE_TEST_TIMEOUT ?= 80m
 # bench-footprint: how long the operator is watched at rest in each scenario, which scenarios run
 # (a -bench pattern: BenchmarkFootprint/idle picks one) and the timeout, which covers three windows
 # of five minutes plus the environments' start-ups, installs and the busy management load.
@@ -90,8 +91,10 @@ PREREQS = env BIN=$(BIN) LDFLAGS='$(LDFLAGS)' KUBE_VERSION=$(KUBE_VERSION) ETCD_
 CLUSTER_STEPS := operator control-plane etcd kwok
 SIMULATED_STEPS := operator harness control-plane etcd kwok
 REAL_NODE_STEPS := operator harness host-packages control-plane kubelet operands pause images
-# make test: both kinds of nodes, and the upstream suite.
-TEST_STEPS := $(REAL_NODE_STEPS) kwok external-storage-suite
+# The storage tests also run a real OpenStack (Debian's packages).
+STORAGE_STEPS := $(REAL_NODE_STEPS) openstack
+# make test: both kinds of nodes, the real cloud, and the upstream suite.
+TEST_STEPS := $(STORAGE_STEPS) kwok external-storage-suite
 # run-local's nodes as decided from REAL_NODES and the host (auto: real where Linux and root), once:
 # the steps built and the --real-nodes run-local gets follow it, so a host that then fails
 # run-local's own check says why instead of falling back to simulated nodes it did not build.
@@ -132,7 +135,7 @@ test: ## Run unit and integration tests (race detector on), e2e tests, real stor
 test-after-integration:
 	@$(PHASE) "4/7 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e
 	@$(PHASE) "5/7 real-node harness tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -E '$(HOST_LOCK_PKGS)')
-	@$(PHASE) "6/7 storage on real nodes, both modes" $(MAKE) --no-print-directory test-storage
+	@$(PHASE) "6/7 storage on real nodes, both modes, on the fake and on a real OpenStack" $(MAKE) --no-print-directory test-storage
 	@$(PHASE) "7/7 upstream external-storage suite, CI subset" $(MAKE) --no-print-directory test-external-storage-ci MODE=hypershift
 
 .PHONY: test-unit
@@ -161,9 +164,9 @@ else
 endif
 
 .PHONY: test-storage
-test-storage: ## Real storage end to end on real nodes, both modes: the operator-installed driver provisions, attaches and mounts volumes; the switch from csi-operator and back with a volume in use.
+test-storage: ## Real storage end to end on real nodes, both modes: the operator-installed driver provisions, attaches and mounts volumes, on the fake cloud (the switch from csi-operator and back with a volume in use) and on a real OpenStack.
 ifeq ($(REAL_NODES_POSSIBLE),yes)
-	$(MAKE) --no-print-directory real-node-prereqs
+	@$(PREREQS) $(STORAGE_STEPS)
 	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -v -run '^TestStorage' ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
 else
 	$(call skip-real-nodes,test-storage)
@@ -171,7 +174,8 @@ endif
 
 # The real OpenStack's own test (e2e/realcloud): it starts Keystone, Placement, Nova and Cinder
 # from Debian's packages, checks them with gophercloud as a member user and an application
-# credential, and stops them. Not part of test yet.
+# credential, and stops them. make test runs the storage tests on such a cloud (test-storage);
+# these checks of the cloud itself are not part of it.
 REALCLOUD_TEST_TIMEOUT ?= 20m
 
 .PHONY: test-realcloud

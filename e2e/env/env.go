@@ -20,6 +20,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realcloud"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -64,6 +65,12 @@ type Options struct {
 	// AppCredentials are application credentials the fake OpenStack accepts besides the
 	// default user's password, for example one a test rotates to.
 	AppCredentials []fakeopenstack.AppCredential
+	// RealCloud, when set, is the world's OpenStack instead of the fake: a running real cloud
+	// started by StartRealCloud (its endpoints named where the environment relays them). It needs
+	// RealNodes, and Zones default to its compute zones. The environment creates its guest node's
+	// server there and deletes it on Stop; the cloud itself is the caller's to stop, so that one
+	// cloud can serve several environments in turn.
+	RealCloud *realcloud.Cloud
 	// WithoutSnapshotClassCRD starts the guest without the VolumeSnapshotClass CRD, as a cluster
 	// before its snapshot controller is installed; a test creates it later. Deleting the CRD of
 	// a started cluster instead, and creating it again seconds later, is a different scenario:
@@ -81,7 +88,10 @@ type Env struct {
 	// Namespace is where the controller runs: the HCP namespace, or the guest namespace in
 	// standalone mode.
 	Namespace string
+	// OpenStack is the fake OpenStack; nil when the environment runs on Options.RealCloud.
 	OpenStack *fakeopenstack.Server
+	// RealCloud is Options.RealCloud.
+	RealCloud *realcloud.Cloud
 	// Real is set when the environment runs on real nodes.
 	Real *RealNodes
 	// Dir is the environment's directory.
@@ -105,13 +115,20 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if o.Masters == 0 && o.Workers == 0 {
 		o.Masters, o.Workers = 1, 2
 	}
-	if len(o.Zones) == 0 {
+	if o.RealCloud != nil && o.RealNodes == nil {
+		return nil, errors.New("an environment on the real OpenStack needs real nodes: simulated ones could not use its volumes")
+	}
+	switch {
+	case len(o.Zones) > 0:
+	case o.RealCloud != nil:
+		o.Zones = o.RealCloud.ComputeZones()
+	default:
 		o.Zones = []string{fakeopenstack.DefaultZone}
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	e := &Env{Mode: o.Mode, Dir: o.Dir, options: o}
+	e := &Env{Mode: o.Mode, Dir: o.Dir, RealCloud: o.RealCloud, options: o}
 	if e.Dir == "" {
 		if e.Dir, err = os.MkdirTemp("", "cinder-csi-env-"); err != nil {
 			return nil, err
@@ -135,8 +152,10 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		}
 		fakeOpts.Disks = e.Real.Disks
 	}
-	if e.OpenStack, err = fakeopenstack.New(fakeOpts); err != nil {
-		return nil, fmt.Errorf("starting the fake OpenStack: %w", err)
+	if o.RealCloud == nil {
+		if e.OpenStack, err = fakeopenstack.New(fakeOpts); err != nil {
+			return nil, fmt.Errorf("starting the fake OpenStack: %w", err)
+		}
 	}
 
 	if err := e.startClusters(ctx); err != nil {
@@ -234,7 +253,8 @@ func StartForTest(t testing.TB, o Options) *Env {
 	return e
 }
 
-// Stop stops the clusters and the fake OpenStack; it is safe to call more than once.
+// Stop stops the clusters and the fake OpenStack (a real cloud's guest server goes, the cloud
+// stays); it is safe to call more than once.
 func (e *Env) Stop() {
 	var errs []error
 	if e.Real != nil {

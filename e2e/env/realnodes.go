@@ -74,6 +74,8 @@ type RealNodes struct {
 
 	run       *realnode.Run
 	listeners []net.Listener
+	// cloudNode is the guest node's part in the real cloud, when the environment runs on one.
+	cloudNode *realCloudNode
 }
 
 // Zone is the zone of the environment's real nodes and of the fake's default compute and
@@ -94,6 +96,10 @@ func (e *Env) prepareRealNodes(ctx context.Context) error {
 	}
 	if r.run, err = realnode.NewRun(ctx, realnode.RunOptions{Logf: e.options.Logf}); err != nil {
 		return err
+	}
+	if e.options.RealCloud != nil {
+		// The real cloud's follower gives the node its devices (wireRealCloud).
+		return nil
 	}
 	r.Disks, err = newLoopDisks(r.run.Dir())
 	return err
@@ -170,30 +176,15 @@ func (e *Env) startRealClusters(ctx context.Context, guestOpts localcluster.Opti
 // wireRealNodes serves the fake OpenStack where the operator and the CSI controller run, the
 // metadata service on the guest node, and writes the kubeconfigs that work inside the
 // management node's network namespace.
-func (e *Env) wireRealNodes(_ context.Context) error {
+func (e *Env) wireRealNodes(ctx context.Context) error {
 	r := e.Real
-	fakeIP := realnode.FakeOpenStackIP(mgmtClusterNumber)
-	r.OpenStackURL = "https://" + fakeIP.String()
-	if err := e.OpenStack.AddHosts(fakeIP.String()); err != nil {
+	if e.options.RealCloud != nil {
+		if err := e.wireRealCloud(ctx); err != nil {
+			return err
+		}
+	} else if err := e.wireFakeCloud(); err != nil {
 		return err
 	}
-	api, err := r.MgmtNode.Listen("tcp", net.JoinHostPort(fakeIP.String(), "443"))
-	if err != nil {
-		return fmt.Errorf("fake OpenStack listener in node %s: %w", r.MgmtNode.Name(), err)
-	}
-	r.listeners = append(r.listeners, api)
-	go func() { _ = e.OpenStack.Serve(api) }()
-
-	r.GuestServerID = serverID(r.GuestNode.Name())
-	if err := e.OpenStack.AddServer(fakeopenstack.ServerInfo{ID: r.GuestServerID, Name: r.GuestNode.Name(), Zone: e.Zone()}); err != nil {
-		return err
-	}
-	md, err := r.GuestNode.Listen("tcp", "169.254.169.254:80")
-	if err != nil {
-		return fmt.Errorf("metadata listener in node %s: %w", r.GuestNode.Name(), err)
-	}
-	r.listeners = append(r.listeners, md)
-	go func() { _ = e.OpenStack.ServeMetadata(md, r.GuestServerID) }()
 
 	write := func(name string, data []byte) (string, error) {
 		p := e.Path(name)
@@ -219,6 +210,35 @@ func (e *Env) wireRealNodes(_ context.Context) error {
 	}
 	r.GuestKubeconfig, err = write("operator-guest.kubeconfig", r.GuestKubeconfigInMgmt)
 	return err
+}
+
+// wireFakeCloud serves the fake OpenStack inside the management node and its metadata service,
+// for the guest node's server, inside the guest node.
+func (e *Env) wireFakeCloud() error {
+	r := e.Real
+	fakeIP := realnode.FakeOpenStackIP(mgmtClusterNumber)
+	r.OpenStackURL = "https://" + fakeIP.String()
+	if err := e.OpenStack.AddHosts(fakeIP.String()); err != nil {
+		return err
+	}
+	api, err := r.MgmtNode.Listen("tcp", net.JoinHostPort(fakeIP.String(), "443"))
+	if err != nil {
+		return fmt.Errorf("fake OpenStack listener in node %s: %w", r.MgmtNode.Name(), err)
+	}
+	r.listeners = append(r.listeners, api)
+	go func() { _ = e.OpenStack.Serve(api) }()
+
+	r.GuestServerID = serverID(r.GuestNode.Name())
+	if err := e.OpenStack.AddServer(fakeopenstack.ServerInfo{ID: r.GuestServerID, Name: r.GuestNode.Name(), Zone: e.Zone()}); err != nil {
+		return err
+	}
+	md, err := r.GuestNode.Listen("tcp", "169.254.169.254:80")
+	if err != nil {
+		return fmt.Errorf("metadata listener in node %s: %w", r.GuestNode.Name(), err)
+	}
+	r.listeners = append(r.listeners, md)
+	go func() { _ = e.OpenStack.ServeMetadata(md, r.GuestServerID) }()
+	return nil
 }
 
 // seedRealNodes creates what the platform runs beside the operator on a real cluster: the
@@ -249,6 +269,9 @@ func (r *RealNodes) stop() error {
 	}
 	if r.run != nil {
 		errs = append(errs, r.run.Close())
+	}
+	if r.cloudNode != nil {
+		errs = append(errs, r.cloudNode.stop())
 	}
 	if r.Disks != nil {
 		errs = append(errs, r.Disks.Close())

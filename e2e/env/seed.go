@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realcloud"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -44,11 +45,14 @@ type Seed struct {
 	// HighlyAvailable seeds the HCP's controllerAvailabilityPolicy (or the standalone
 	// Infrastructure's controlPlaneTopology) as HighlyAvailable.
 	HighlyAvailable bool
-	// OpenStack is the fake OpenStack clouds.yaml and the CA point at.
+	// OpenStack is the fake OpenStack clouds.yaml and the CA point at, unless RealCloud is set.
 	OpenStack *fakeopenstack.Server
 	// OpenStackURL, when set, replaces the fake's own URL in clouds.yaml: the address where the
 	// operator and the CSI controller reach it (inside a real node's network namespace).
 	OpenStackURL string
+	// RealCloud, when set, is the cloud instead of OpenStack: clouds.yaml names its member user,
+	// as OpenShift's installer does.
+	RealCloud *realcloud.Cloud
 	// GuestKubeconfig is the guest admin kubeconfig stored in service-network-admin-kubeconfig
 	// (HyperShift), as the management cluster's pods reach the guest.
 	GuestKubeconfig []byte
@@ -66,6 +70,7 @@ func (e *Env) seed(ctx context.Context) error {
 	s := Seed{
 		Mode: e.Mode, Mgmt: e.MgmtClient, Guest: e.GuestClient, Namespace: e.Namespace,
 		HostedCluster: e.options.HostedCluster, HighlyAvailable: e.options.HighlyAvailable, OpenStack: e.OpenStack,
+		RealCloud: e.RealCloud,
 	}
 	switch {
 	case e.Real != nil:
@@ -81,9 +86,19 @@ func (e *Env) seed(ctx context.Context) error {
 	return s.Create(ctx)
 }
 
+// cloud returns the clouds.yaml and the CA of the credentials Secret.
+func (s Seed) cloud() (cloudsYAML, caPEM []byte, err error) {
+	if s.RealCloud != nil {
+		cloudsYAML, err = realCloudsYAML(s.RealCloud)
+		return cloudsYAML, s.RealCloud.CAPEM(), err
+	}
+	cloudsYAML, err = s.OpenStack.CloudsYAML(fakeopenstack.CloudOptions{CloudName: CloudName, Versionless: true, BaseURL: s.OpenStackURL})
+	return cloudsYAML, s.OpenStack.CACertPEM(), err
+}
+
 // Create creates the seed objects; those that exist already are left as they are.
 func (s Seed) Create(ctx context.Context) error {
-	clouds, err := s.OpenStack.CloudsYAML(fakeopenstack.CloudOptions{CloudName: CloudName, Versionless: true, BaseURL: s.OpenStackURL})
+	clouds, caPEM, err := s.cloud()
 	if err != nil {
 		return err
 	}
@@ -115,7 +130,7 @@ func (s Seed) Create(ctx context.Context) error {
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: names.CredentialsSecret},
 		Data: map[string][]byte{
 			names.KeyCloudsYAML: clouds,
-			names.KeyCACert:     s.OpenStack.CACertPEM(),
+			names.KeyCACert:     caPEM,
 		},
 	}
 	if s.Mode == ModeStandalone {
@@ -128,7 +143,7 @@ func (s Seed) Create(ctx context.Context) error {
 				ObjectMeta: metav1.ObjectMeta{Namespace: names.OpenShiftConfigNamespace, Name: CloudProviderConfig},
 				Data: map[string]string{
 					"config":          "[Global]\nsecret-name = openstack-credentials\nsecret-namespace = kube-system\n",
-					names.KeyCABundle: string(s.OpenStack.CACertPEM()),
+					names.KeyCABundle: string(caPEM),
 				},
 			},
 			&configv1.Proxy{ObjectMeta: metav1.ObjectMeta{Name: names.ProxyName}},
@@ -157,7 +172,7 @@ func (s Seed) Create(ctx context.Context) error {
 		creds,
 		&corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: names.HyperShiftCloudConfigMap},
-			Data:       map[string]string{names.KeyCABundle: string(s.OpenStack.CACertPEM())},
+			Data:       map[string]string{names.KeyCABundle: string(caPEM)},
 		},
 		&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: names.PullSecret},

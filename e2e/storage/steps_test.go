@@ -53,11 +53,16 @@ func (w *world) snapshotWith(t testing.TB, ns, name, claimName, class string) st
 		g.Expect(content.Status).NotTo(BeNil())
 		g.Expect(content.Status.SnapshotHandle).NotTo(BeNil())
 		var ids []string
-		for _, s := range w.OpenStack.Snapshots() {
-			ids = append(ids, s.ID)
+		if w.Cloud != nil {
+			ids = w.cinderSnapshotIDs(t, g)
 		}
-		for _, b := range w.OpenStack.Backups() {
-			ids = append(ids, b.ID)
+		if w.OpenStack != nil {
+			for _, s := range w.OpenStack.Snapshots() {
+				ids = append(ids, s.ID)
+			}
+			for _, b := range w.OpenStack.Backups() {
+				ids = append(ids, b.ID)
+			}
 		}
 		g.Expect(ids).To(ContainElement(*content.Status.SnapshotHandle), "Cinder has the snapshot or backup")
 	}).WithTimeout(bindTimeout).WithPolling(poll).Should(Succeed())

@@ -2,10 +2,13 @@
 
 // Package storage proves on real nodes that the driver the operator installs gives pods
 // volumes: a real kubelet and containerd run the operator's controller Deployment and node
-// DaemonSet from locally built images of the real cinder-csi-plugin and kubernetes-csi sidecars,
-// against the fake OpenStack, whose attachments are loop devices. Each scenario runs in
-// HyperShift mode (controller on a real management node, node plugin on a real guest node) and in
-// standalone mode (both on one real node).
+// DaemonSet from locally built images of the real cinder-csi-plugin and kubernetes-csi sidecars.
+// Each scenario runs in HyperShift mode (controller on a real management node, node plugin on a
+// real guest node) and in standalone mode (both on one real node). TestStorageRealCloud runs
+// against a real OpenStack (package realcloud); TestStorageHyperShift and TestStorageStandalone
+// against the fake (package fakeopenstack), whose attachments are loop devices: the take-over
+// from csi-operator, whose worlds these are, and what a real cloud here cannot do (a snapshot of a
+// volume in use needs Nova's assisted snapshots, which its fake virt driver lacks).
 package storage
 
 import (

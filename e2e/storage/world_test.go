@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realcloud"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
 )
 
@@ -61,9 +63,17 @@ type world struct {
 	OperatorNamespace string
 	// CSIOperator is the cluster csi-operator ran in, when the world started from its install.
 	CSIOperator *csioperator.Options
+	// Cloud is the real OpenStack of a world that runs on one (OpenStack is then nil).
+	Cloud *realcloud.Cloud
 
 	operatorBinary string
+	// afterWorld runs when the world's test ends, before the environment stops: undoing what a
+	// scenario changed in a cloud the world shares with others.
+	afterWorld []func() error
 }
+
+// cleanupAfterWorld has fn run when the world's test ends (see afterWorld).
+func (w *world) cleanupAfterWorld(fn func() error) { w.afterWorld = append(w.afterWorld, fn) }
 
 // worldOptions choose how a world starts.
 type worldOptions struct {
@@ -72,6 +82,9 @@ type worldOptions struct {
 	// images built here, its conditions on the ClusterCSIDriver, and this operator not deployed.
 	// The switch scenario deploys it.
 	fromCSIOperator bool
+	// cloud, when set, is the world's OpenStack instead of the fake: a real one started by
+	// env.StartRealCloud, which the world shares with others.
+	cloud *realcloud.Cloud
 }
 
 // startWorld starts an environment of mode on real nodes and, unless o.fromCSIOperator, the
@@ -97,14 +110,14 @@ func startWorld(t testing.TB, mode string, o worldOptions) *world {
 		t.Fatalf("operator binary: %v (run `make build`)", err)
 	}
 	envStart := time.Now()
-	e := env.StartForTest(t, env.Options{
-		Mode:           mode,
-		RealNodes:      &env.RealNodeOptions{BinDir: bin},
-		AppCredentials: []fakeopenstack.AppCredential{rotatedCredential},
-	})
+	opts := env.Options{Mode: mode, RealNodes: &env.RealNodeOptions{BinDir: bin}, RealCloud: o.cloud}
+	if o.cloud == nil {
+		opts.AppCredentials = []fakeopenstack.AppCredential{rotatedCredential}
+	}
+	e := env.StartForTest(t, opts)
 	w := &world{
 		Mgmt: e.MgmtClient, Guest: e.GuestClient, Namespace: e.Namespace,
-		OpenStack: e.OpenStack, OpenStackURL: e.Real.OpenStackURL, Disks: e.Real.Disks,
+		OpenStack: e.OpenStack, Cloud: o.cloud, OpenStackURL: e.Real.OpenStackURL, Disks: e.Real.Disks,
 		GuestNode: e.Real.GuestNode.Name(), GuestServerID: e.Real.GuestServerID,
 		InfraID: env.DefaultInfraID, Zone: e.Zone(), Toolbox: e.Real.Images[images.Toolbox].Ref,
 		EnvUp: time.Since(envStart), OperatorNamespace: e.Namespace, Env: e, operatorBinary: operator,
@@ -115,6 +128,11 @@ func startWorld(t testing.TB, mode string, o worldOptions) *world {
 		}
 		if t.Failed() {
 			dumpLogs(e)
+		}
+		for _, fn := range slices.Backward(w.afterWorld) {
+			if err := fn(); err != nil {
+				t.Errorf("undoing a scenario's change to the shared cloud: %v", err)
+			}
 		}
 	})
 	if o.fromCSIOperator {
