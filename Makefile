@@ -35,6 +35,9 @@ BASE_IMAGE ?=
 MODE ?= hypershift
 # run-local's nodes: auto (real where the host allows them), true or false (kwok).
 REAL_NODES ?= auto
+# run-local's OpenStack: fake (the harness's model, up at once) or real (Keystone, Placement, Nova
+# and Cinder from Debian's packages: their install and start add minutes; needs real nodes).
+OPENSTACK ?= fake
 # The test timeout covers the idle-window test (five minutes) plus cluster start-ups.
 TEST_TIMEOUT ?= 40m
 # Parallel tests per package. The integration tests spend most of their time waiting (an idle
@@ -114,9 +117,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: run-local
-run-local: ## Start local clusters (real nodes where the host allows), a fake OpenStack and the operator (MODE=hypershift|standalone); Ctrl-C stops everything.
-	@$(PREREQS) $(if $(RUN_LOCAL_REAL),$(REAL_NODE_STEPS),$(SIMULATED_STEPS))
-	@$(BIN)/harness/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(if $(RUN_LOCAL_REAL),true,false)
+run-local: ## Start local clusters (real nodes where the host allows), a fake OpenStack (OPENSTACK=real: a real one) and the operator (MODE=hypershift|standalone); Ctrl-C stops everything.
+	@$(PREREQS) $(if $(RUN_LOCAL_REAL),$(REAL_NODE_STEPS),$(SIMULATED_STEPS)) $(if $(filter real,$(OPENSTACK)),openstack)
+	@$(BIN)/harness/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(if $(RUN_LOCAL_REAL),true,false) --openstack=$(OPENSTACK)
 
 .PHONY: test
 test: ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.

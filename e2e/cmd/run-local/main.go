@@ -1,6 +1,6 @@
 // Command run-local is what `make run-local` runs: it starts local clusters from upstream binaries
 // (management and guest in HyperShift mode, one cluster in standalone mode), a fake OpenStack over
-// HTTPS, seeds them as HyperShift (or an OpenShift installation) would, runs the cinder-csi-operator
+// HTTPS (or, with --openstack=real, a real one from Debian's packages), seeds them as HyperShift (or an OpenShift installation) would, runs the cinder-csi-operator
 // against them (on real nodes as a pod from its install manifests, as a platform runs it; on
 // simulated nodes, where no container runs, as a process on this host), prints the ClusterCSIDriver conditions once the driver is available, and
 // keeps everything running until interrupted; then it stops every process it started.
@@ -61,6 +61,7 @@ func run(ctx context.Context) error {
 	exitWhenAvailable := flag.Bool("exit-when-available", false, "stop everything once the driver is available (for scripted checks)")
 	realNodes := flag.String("real-nodes", "auto", "auto (real nodes where this host allows them, kwok nodes otherwise), true or false")
 	binDir := flag.String("bin", "bin", "directory of the kubelet and the operand images (make operand-images), for real nodes")
+	cloud := flag.String("openstack", "fake", "fake (the harness's model of OpenStack, up at once) or real (Keystone, Placement, Nova and Cinder from Debian's packages, a few minutes to start; needs real nodes)")
 	split := flag.Bool("split", false, "in hypershift mode, run the controlplane and guest managers as two processes on this host (a split deployment) instead of the operator pod of the install manifests")
 	flag.Parse()
 
@@ -96,7 +97,32 @@ func run(ctx context.Context) error {
 		fmt.Printf("Nodes: simulated (kwok): pods are reported Running but no container runs, because this host cannot run real nodes: %v\n", why)
 	}
 	start := time.Now()
-	fmt.Printf("Starting %s clusters and a fake OpenStack in %s\n", *mode, root)
+	switch *cloud {
+	case "fake":
+	case "real":
+		if opts.RealNodes == nil {
+			return errors.New("a real OpenStack needs real nodes: its volumes are block devices a simulated node cannot use")
+		}
+		fmt.Println("Starting a real OpenStack (Keystone, Placement, Nova, Cinder from Debian's packages)")
+		c, err := env.StartRealCloud(ctx, opts.Logf)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := c.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "stopping the real OpenStack:", err)
+			}
+		}()
+		openrc := filepath.Join(root, "openrc")
+		if err := c.WriteOpenRC(openrc); err != nil {
+			return err
+		}
+		opts.RealCloud = c
+		fmt.Printf("Real OpenStack up in %s; to look at it: . %s && openstack volume list\n", time.Since(start).Round(time.Second), openrc)
+	default:
+		return fmt.Errorf("--openstack=%q: want fake or real", *cloud)
+	}
+	fmt.Printf("Starting %s clusters in %s\n", *mode, root)
 	e, err := env.Start(ctx, opts)
 	if err != nil {
 		return err
@@ -109,9 +135,12 @@ func run(ctx context.Context) error {
 	} else {
 		fmt.Printf("  kubeconfig: %s\n", e.Mgmt.KubeconfigPath())
 	}
-	if e.Real != nil {
+	switch {
+	case e.RealCloud != nil:
+		fmt.Printf("  real OpenStack:        %s (inside the node %s); the guest node's server %s\n", e.Real.OpenStackURL, e.Real.MgmtNode.Name(), e.Real.GuestServerID)
+	case e.Real != nil:
 		fmt.Printf("  fake OpenStack:        %s (inside the node %s)\n", e.Real.OpenStackURL, e.Real.MgmtNode.Name())
-	} else {
+	default:
 		fmt.Printf("  fake OpenStack:        %s\n", e.OpenStack.AuthURL())
 	}
 
