@@ -97,31 +97,11 @@ func run(ctx context.Context) error {
 		fmt.Printf("Nodes: simulated (kwok): pods are reported Running but no container runs, because this host cannot run real nodes: %v\n", why)
 	}
 	start := time.Now()
-	switch *cloud {
-	case "fake":
-	case "real":
-		if opts.RealNodes == nil {
-			return errors.New("a real OpenStack needs real nodes: its volumes are block devices a simulated node cannot use")
-		}
-		fmt.Println("Starting a real OpenStack (Keystone, Placement, Nova, Cinder from Debian's packages)")
-		c, err := env.StartRealCloud(ctx, opts.Logf)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if err := c.Stop(); err != nil {
-				fmt.Fprintln(os.Stderr, "stopping the real OpenStack:", err)
-			}
-		}()
-		openrc := filepath.Join(root, "openrc")
-		if err := c.WriteOpenRC(openrc); err != nil {
-			return err
-		}
-		opts.RealCloud = c
-		fmt.Printf("Real OpenStack up in %s; to look at it: . %s && openstack volume list\n", time.Since(start).Round(time.Second), openrc)
-	default:
-		return fmt.Errorf("--openstack=%q: want fake or real", *cloud)
+	stopCloud, err := startCloud(ctx, *cloud, &opts, root, start)
+	if err != nil {
+		return err
 	}
+	defer stopCloud()
 	fmt.Printf("Starting %s clusters in %s\n", *mode, root)
 	e, err := env.Start(ctx, opts)
 	if err != nil {
@@ -212,6 +192,40 @@ func run(ctx context.Context) error {
 	}
 	fmt.Println("\nStopping everything run-local started.")
 	return nil
+}
+
+// startCloud starts the OpenStack kind asks for: nothing for the fake, which env.Start starts
+// itself, or a real one, set in opts, with an openrc written into root. The returned function
+// stops it.
+func startCloud(ctx context.Context, kind string, opts *env.Options, root string, start time.Time) (stop func(), err error) {
+	switch kind {
+	case "fake":
+		return func() {}, nil
+	case "real":
+	default:
+		return nil, fmt.Errorf("--openstack=%q: want fake or real", kind)
+	}
+	if opts.RealNodes == nil {
+		return nil, errors.New("a real OpenStack needs real nodes: its volumes are block devices a simulated node cannot use")
+	}
+	fmt.Println("Starting a real OpenStack (Keystone, Placement, Nova, Cinder from Debian's packages)")
+	c, err := env.StartRealCloud(ctx, opts.Logf)
+	if err != nil {
+		return nil, err
+	}
+	stop = func() {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the real OpenStack:", err)
+		}
+	}
+	openrc := filepath.Join(root, "openrc")
+	if err := c.WriteOpenRC(openrc); err != nil {
+		stop()
+		return nil, err
+	}
+	opts.RealCloud = c
+	fmt.Printf("Real OpenStack up in %s; to look at it: . %s && openstack volume list\n", time.Since(start).Round(time.Second), openrc)
+	return stop, nil
 }
 
 // waitAvailable polls the ClusterCSIDriver until the controller and node are Available; an
