@@ -143,9 +143,8 @@ func (w *world) writeDetached(t testing.TB, ns, claimName, class string) (string
 }
 
 // cinderSnapshotIDs lists the IDs of the project's Cinder snapshots and backups.
-func (w *world) cinderSnapshotIDs(t testing.TB, g Gomega) []string {
+func cinderSnapshotIDs(g Gomega, c *gophercloud.ServiceClient) []string {
 	ctx := context.Background()
-	c := w.cinder(t)
 	var ids []string
 	pages, err := snapshots.List(c, snapshots.ListOpts{}).AllPages(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -193,7 +192,7 @@ func (w *world) expectCinderClean(t testing.TB) {
 			}
 		}
 		g.Expect(left).To(BeEmpty(), "volumes of the cluster left in Cinder")
-		g.Expect(w.cinderSnapshotIDs(t, g)).To(BeEmpty(), "snapshots or backups left in Cinder")
+		g.Expect(cinderSnapshotIDs(g, c)).To(BeEmpty(), "snapshots or backups left in Cinder")
 	}).WithTimeout(goneTimeout).WithPolling(2 * time.Second).Should(Succeed())
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/gophercloud/gophercloud/v2"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,11 @@ func (w *world) snapshotWith(t testing.TB, ns, name, claimName, class string) st
 		},
 	}
 	g.Expect(w.Guest.Create(ctx, snap)).To(Succeed())
+	// One client for the wait: a real cloud's authenticates once, not at every poll.
+	var cinder *gophercloud.ServiceClient
+	if w.Cloud != nil {
+		cinder = w.cinder(t)
+	}
 	g.Eventually(func(g Gomega) {
 		got := &snapshotv1.VolumeSnapshot{}
 		g.Expect(w.Guest.Get(ctx, client.ObjectKeyFromObject(snap), got)).To(Succeed())
@@ -53,8 +59,8 @@ func (w *world) snapshotWith(t testing.TB, ns, name, claimName, class string) st
 		g.Expect(content.Status).NotTo(BeNil())
 		g.Expect(content.Status.SnapshotHandle).NotTo(BeNil())
 		var ids []string
-		if w.Cloud != nil {
-			ids = w.cinderSnapshotIDs(t, g)
+		if cinder != nil {
+			ids = cinderSnapshotIDs(g, cinder)
 		}
 		if w.OpenStack != nil {
 			for _, s := range w.OpenStack.Snapshots() {
