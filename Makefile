@@ -70,8 +70,13 @@ endef
 # harness uses to build its network namespaces, and ipset, which kube-router's network-policy
 # controller runs next to iptables on nodes that enforce NetworkPolicy.
 REALNODE_HOST_PACKAGES ?= containerd runc containernetworking-plugins iproute2 iptables ipset util-linux mount
-# Three worlds: the fake cloud's two (the take-over) and the real cloud's (both modes).
+# Three worlds: the fake cloud's two (the take-over) and the real cloud's (both modes, one after
+# the other on one cloud). Two run side by side (go test -parallel), each with clusters and nodes
+# of its own: the real cloud's, the longest, beside the fake's two in turn. On two cores the
+# worlds' control planes and the cloud keep the processors busy, so more at once would mostly
+# add contention.
 STORAGE_TEST_TIMEOUT ?= 80m
+STORAGE_PARALLEL ?= 2
 # bench-footprint: how long the operator is watched at rest in each scenario, which scenarios run
 # (a -bench pattern: BenchmarkFootprint/idle picks one) and the timeout, which covers three windows
 # of five minutes plus the environments' start-ups, installs and the busy management load.
@@ -170,7 +175,7 @@ endif
 test-storage: ## Real storage end to end on real nodes, both modes: the operator-installed driver provisions, attaches and mounts volumes, on the fake cloud (the switch from csi-operator and back with a volume in use) and on a real OpenStack.
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	@$(PREREQS) $(STORAGE_STEPS)
-	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -v -run '^TestStorage' ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
+	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -parallel=$(STORAGE_PARALLEL) -v -run '^TestStorage' ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
 else
 	$(call skip-real-nodes,test-storage)
 endif

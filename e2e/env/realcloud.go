@@ -32,8 +32,9 @@ import (
 
 // RealCloudIP is the address at which a real cloud started by StartRealCloud is reached from
 // the management node's network namespace: the catalog's public endpoints and the auth URL
-// name it. It is the address real-node environments already give the fake OpenStack there.
-func RealCloudIP() net.IP { return realnode.FakeOpenStackIP(mgmtClusterNumber) }
+// name it. It is the OpenStack address of a cluster number no environment takes, so worlds on
+// the fake and a world on the real cloud run side by side.
+func RealCloudIP() net.IP { return realnode.FakeOpenStackIP(realCloudCluster) }
 
 // StartRealCloud starts a real OpenStack that real-node environments can use (Options.RealCloud):
 // its public endpoints are named at RealCloudIP, behind a certificate for that address and for

@@ -44,12 +44,6 @@ type RealNodeOptions struct {
 	BinDir string
 }
 
-// Cluster numbers in the real-node address plan (realnode.ClusterIP).
-const (
-	mgmtClusterNumber  = 1
-	guestClusterNumber = 2
-)
-
 // RealNodes is the real part of an environment started with RealNodeOptions.
 type RealNodes struct {
 	// Images are the operand and test images, imported into every node.
@@ -72,7 +66,10 @@ type RealNodes struct {
 	// (service-network-admin-kubeconfig).
 	GuestKubeconfigInMgmt []byte
 
-	run       *realnode.Run
+	run *realnode.Run
+	// clusters are the environment's numbers in the run's address plan (realnode.ClusterIP):
+	// the management cluster's, then in HyperShift mode the guest's.
+	clusters  []int
 	listeners []net.Listener
 	// cloudNode is the guest node's part in the real cloud, when the environment runs on one.
 	cloudNode *realCloudNode
@@ -94,15 +91,33 @@ func (e *Env) prepareRealNodes(ctx context.Context) error {
 	if r.Images, err = images.BuildAll(ctx, e.options.RealNodes.BinDir); err != nil {
 		return fmt.Errorf("operand images: %w", err)
 	}
-	if r.run, err = realnode.NewRun(ctx, realnode.RunOptions{Logf: e.options.Logf}); err != nil {
+	count := 2
+	if e.options.Mode == ModeStandalone {
+		count = 1
+	}
+	if r.run, r.clusters, err = acquireRun(ctx, count); err != nil {
 		return err
 	}
 	if e.options.RealCloud != nil {
 		// The real cloud's follower gives the node its devices (wireRealCloud).
 		return nil
 	}
-	r.Disks, err = newLoopDisks(r.run.Dir())
+	r.Disks, err = newLoopDisks(e.Dir)
 	return err
+}
+
+// mgmtCluster and guestCluster are the environment's cluster numbers in the address plan; they
+// are the same in standalone mode.
+func (r *RealNodes) mgmtCluster() int  { return r.clusters[0] }
+func (r *RealNodes) guestCluster() int { return r.clusters[len(r.clusters)-1] }
+
+// openStackIP is where the environment's OpenStack is reached inside the management node: the
+// fake's address of the management cluster, or the real cloud's.
+func (e *Env) openStackIP() net.IP {
+	if e.options.RealCloud != nil {
+		return RealCloudIP()
+	}
+	return realnode.FakeOpenStackIP(e.Real.mgmtCluster())
 }
 
 // startRealClusters starts the clusters prepared for real nodes, then the nodes, and wires the
@@ -124,7 +139,7 @@ func (e *Env) startRealClusters(ctx context.Context, guestOpts localcluster.Opti
 	netpol := &realnode.NetworkPolicyOptions{KubeRouter: images.KubeRouterPath(o.RealNodes.BinDir, images.DefaultVersions())}
 	nodeLabels := map[string]string{corev1.LabelTopologyZone: zone}
 	if o.Mode == ModeStandalone {
-		guestOpts.RealNodes = r.run.ClusterOptions(mgmtClusterNumber)
+		guestOpts.RealNodes = r.run.ClusterOptions(r.mgmtCluster())
 		if e.Guest, err = localcluster.Start(ctx, guestOpts); err != nil {
 			return err
 		}
@@ -133,10 +148,10 @@ func (e *Env) startRealClusters(ctx context.Context, guestOpts localcluster.Opti
 			"node-role.kubernetes.io/master": "", "node-role.kubernetes.io/control-plane": "", "node-role.kubernetes.io/worker": "",
 		})
 		if r.GuestNode, err = r.run.StartNode(ctx, realnode.NodeOptions{
-			Cluster: e.Guest, ClusterNumber: mgmtClusterNumber, Name: "master-0",
+			Cluster: e.Guest, ClusterNumber: r.mgmtCluster(), Name: "master-0",
 			Kubelet: images.KubeletPath(o.RealNodes.BinDir, images.DefaultVersions()), RootDir: realnode.DefaultRootDir,
 			SandboxImage: pause.Ref, Images: r.Images.Tars(), Labels: labels,
-			ExtraIPs:      []net.IP{realnode.FakeOpenStackIP(mgmtClusterNumber)},
+			ExtraIPs:      []net.IP{e.openStackIP()},
 			NetworkPolicy: netpol,
 		}); err != nil {
 			return err
@@ -145,24 +160,24 @@ func (e *Env) startRealClusters(ctx context.Context, guestOpts localcluster.Opti
 	} else {
 		mgmtOpts := localcluster.Options{
 			Name: "management", WorkDir: e.Dir, CRDs: mgmtCRDs, Audit: o.Audit, Logf: o.Logf,
-			RealNodes: r.run.ClusterOptions(mgmtClusterNumber),
+			RealNodes: r.run.ClusterOptions(r.mgmtCluster()),
 		}
-		guestOpts.RealNodes = r.run.ClusterOptions(guestClusterNumber)
+		guestOpts.RealNodes = r.run.ClusterOptions(r.guestCluster())
 		if e.Mgmt, e.Guest, err = localcluster.StartPair(ctx, mgmtOpts, guestOpts); err != nil {
 			return err
 		}
 		kubelet := images.KubeletPath(o.RealNodes.BinDir, images.DefaultVersions())
 		if r.MgmtNode, err = r.run.StartNode(ctx, realnode.NodeOptions{
-			Cluster: e.Mgmt, ClusterNumber: mgmtClusterNumber, Name: "management-0", Kubelet: kubelet,
+			Cluster: e.Mgmt, ClusterNumber: r.mgmtCluster(), Name: "management-0", Kubelet: kubelet,
 			SandboxImage: pause.Ref, Images: r.Images.Tars(),
 			Labels:        mergeLabels(nodeLabels, map[string]string{names.ControlPlaneNodeLabel: "true"}),
-			ExtraIPs:      []net.IP{realnode.FakeOpenStackIP(mgmtClusterNumber)},
+			ExtraIPs:      []net.IP{e.openStackIP()},
 			NetworkPolicy: netpol,
 		}); err != nil {
 			return err
 		}
 		if r.GuestNode, err = r.run.StartNode(ctx, realnode.NodeOptions{
-			Cluster: e.Guest, ClusterNumber: guestClusterNumber, Name: "worker-0", Kubelet: kubelet,
+			Cluster: e.Guest, ClusterNumber: r.guestCluster(), Name: "worker-0", Kubelet: kubelet,
 			RootDir: realnode.DefaultRootDir, SandboxImage: pause.Ref, Images: r.Images.Tars(),
 			Labels:        mergeLabels(nodeLabels, map[string]string{"node-role.kubernetes.io/worker": ""}),
 			NetworkPolicy: netpol,
@@ -201,7 +216,7 @@ func (e *Env) wireRealNodes(ctx context.Context) error {
 		r.GuestKubeconfig = r.MgmtKubeconfig
 		return nil
 	}
-	url, err := r.MgmtNode.ExposeAPIServer(e.Guest, guestClusterNumber)
+	url, err := r.MgmtNode.ExposeAPIServer(e.Guest, r.guestCluster())
 	if err != nil {
 		return err
 	}
@@ -216,7 +231,7 @@ func (e *Env) wireRealNodes(ctx context.Context) error {
 // for the guest node's server, inside the guest node.
 func (e *Env) wireFakeCloud() error {
 	r := e.Real
-	fakeIP := realnode.FakeOpenStackIP(mgmtClusterNumber)
+	fakeIP := e.openStackIP()
 	r.OpenStackURL = "https://" + fakeIP.String()
 	if err := e.OpenStack.AddHosts(fakeIP.String()); err != nil {
 		return err
@@ -261,14 +276,20 @@ func (e *Env) seedRealNodes(ctx context.Context) error {
 	return createAll(ctx, e.GuestClient, objs)
 }
 
-// stopReal stops the nodes (which unmounts every volume), then frees the loop devices.
+// stopReal stops the nodes (which unmounts every volume), gives the run back, then frees the
+// loop devices.
 func (r *RealNodes) stop() error {
 	var errs []error
 	for _, l := range r.listeners {
 		_ = l.Close()
 	}
 	if r.run != nil {
-		errs = append(errs, r.run.Close())
+		for _, n := range []*realnode.Node{r.GuestNode, r.MgmtNode} {
+			if n != nil {
+				errs = append(errs, n.Stop())
+			}
+		}
+		errs = append(errs, releaseRun(r.clusters))
 	}
 	if r.cloudNode != nil {
 		errs = append(errs, r.cloudNode.stop())
@@ -310,13 +331,13 @@ func SweepLoopDisks(log logr.Logger) error {
 	return errors.Join(errs...)
 }
 
-func newLoopDisks(runDir string) (*fakeopenstack.LoopDisks, error) {
+func newLoopDisks(envDir string) (*fakeopenstack.LoopDisks, error) {
 	if err := fakeopenstack.LoopDisksAvailable(); err != nil {
 		return nil, err
 	}
 	// What a killed environment left does not stop this one: its own directory is new.
 	_ = SweepLoopDisks(logr.Discard())
-	return fakeopenstack.NewLoopDisks(fakeopenstack.LoopOptions{Dir: filepath.Join(loopDisksParent, filepath.Base(runDir))})
+	return fakeopenstack.NewLoopDisks(fakeopenstack.LoopOptions{Dir: filepath.Join(loopDisksParent, filepath.Base(envDir))})
 }
 
 // serverID derives a Nova server UUID from a node name, so that a node keeps its identity
@@ -363,6 +384,3 @@ func servingCert(host string) (certPEM, keyPEM []byte, err error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
-
-// Dir is the real-node run's directory: the nodes' state, configuration and logs.
-func (r *RealNodes) Dir() string { return r.run.Dir() }

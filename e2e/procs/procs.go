@@ -39,6 +39,9 @@ type Options struct {
 	// Netns, when set, is the path of a network namespace the process runs in. nsenter joins
 	// it and execs Path, so the pid (and the parent-death signal) stays the one started here.
 	Netns string
+	// Mountns, when set, is the path of a mount namespace the process runs in (such as
+	// /proc/<pid>/ns/mnt of a process that holds one), joined by nsenter like Netns.
+	Mountns string
 	// LogDir, when set, receives stdout and stderr in <LogDir>/<Name>.log, appended to, so that
 	// a restarted process keeps the log of the one before. Otherwise Output receives them.
 	LogDir string
@@ -64,8 +67,15 @@ type Process struct {
 // Start starts the process described by o.
 func Start(o Options) (*Process, error) {
 	path, args := o.Path, o.Args
+	var enter []string
 	if o.Netns != "" {
-		path, args = "nsenter", append([]string{"--net=" + o.Netns, "--", o.Path}, o.Args...)
+		enter = append(enter, "--net="+o.Netns)
+	}
+	if o.Mountns != "" {
+		enter = append(enter, "--mount="+o.Mountns)
+	}
+	if enter != nil {
+		path, args = "nsenter", append(append(enter, "--", o.Path), o.Args...)
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Env = o.Env

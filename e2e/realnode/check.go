@@ -172,29 +172,6 @@ func KubeletPath() (string, error) {
 	return matches[len(matches)-1], nil
 }
 
-// checkRootDir refuses a kubelet root directory another kubelet may be using: it must be
-// missing or empty except for entries this run created (the device-plugin directory that every
-// kubelet writes under /var/lib/kubelet), and have nothing mounted inside.
-func checkRootDir(dir string, ours []string) error {
-	if left, err := mountsUnder(dir); err != nil || len(left) > 0 {
-		return fmt.Errorf("kubelet root directory %s is in use: mounted inside: %v %w", dir, left, err)
-	}
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading kubelet root directory %s: %w", dir, err)
-	}
-	for _, e := range entries {
-		if !slices.Contains(ours, filepath.Join(dir, e.Name())) {
-			return fmt.Errorf("kubelet root directory %s is not empty (%s) and was not created by this run; "+
-				"remove it (or run `make clean-realnode` if an earlier run left it)", dir, e.Name())
-		}
-	}
-	return nil
-}
-
 // isExecutable reports whether path is an executable regular file.
 func isExecutable(path string) bool {
 	return unix.Access(path, unix.X_OK) == nil

@@ -20,8 +20,10 @@ type nodeRecord struct {
 	// Dir is the node's directory in the run directory (containerd, CNI, logs, a private
 	// kubelet root).
 	Dir string `json:"dir,omitempty"`
-	// RootDir is kubelet's root directory.
-	RootDir string `json:"rootDir,omitempty"`
+	// RootDir is the host directory that is kubelet's root directory; KubeletDir is where
+	// kubelet sees it: RootDir itself, or a path in the node's own mount namespace.
+	RootDir    string `json:"rootDir,omitempty"`
+	KubeletDir string `json:"kubeletDir,omitempty"`
 	// PodLogsDir is where kubelet writes container logs; /var/log/containers links into it.
 	PodLogsDir string `json:"podLogsDir,omitempty"`
 	// CNINetwork names the pod network; libcni's result cache files start with it.

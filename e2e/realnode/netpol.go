@@ -208,7 +208,7 @@ func (n *Node) startKubeRouter(ctx context.Context, o NetworkPolicyOptions) erro
 	}
 	begin := time.Now()
 	p, err := startProc(kubeRouterName, o.KubeRouter, kubeRouterArgs(n.rec.Name, kubeconfigPath, o.SyncPeriod),
-		kubeRouterEnv(n.rec.Name), n.NetnsPath(), n.rec.Cgroup, n.logDir)
+		kubeRouterEnv(n.rec.Name), n.NetnsPath(), "", n.rec.Cgroup, n.logDir)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +28,7 @@ import (
 )
 
 // DefaultRootDir is kubelet's usual root directory. The node that runs the CSI node plugin must
-// use it: the operator's DaemonSet mounts host paths under it.
+// see its root there: the operator's DaemonSet mounts host paths under it.
 const DefaultRootDir = "/var/lib/kubelet"
 
 // Timeouts of a node's start.
@@ -48,14 +49,18 @@ type NodeOptions struct {
 	// Index is the node's number within its cluster (0..MaxNodesPerCluster-1); it picks the
 	// node IP and pod subnet.
 	Index int
-	// Name is the Node name; default "<cluster name>-real-<index>". It is also part of the
-	// network namespace and cgroup names, so it must be a DNS label.
+	// Name is the Node name; default "<cluster name>-real-<index>". With the cluster number it
+	// is also part of the network namespace and cgroup names, so it must be a DNS label; nodes
+	// of different clusters may share it.
 	Name string
 	// Kubelet is the kubelet binary; default KubeletPath().
 	Kubelet string
-	// RootDir is kubelet's root directory. Empty means a private directory in the run
-	// directory; the node that runs the CSI node plugin needs DefaultRootDir, and only one
-	// node per host can have it (the host-wide lock makes sure of that across processes).
+	// RootDir is where kubelet sees its root directory. Empty means the node's private
+	// directory in the run directory, seen where it is. Any other path (DefaultRootDir for a
+	// node that runs the CSI node plugin) is seen by this node alone: its kubelet and containerd
+	// run in a mount namespace of their own in which the private directory is mounted at that
+	// path. So several such nodes run side by side, and the host's own directory is never
+	// written.
 	RootDir string
 	// SandboxImage is the pause image reference containerd uses for pod sandboxes. Its tar
 	// must be among Images (or imported before the first pod): nothing is ever pulled.
@@ -86,12 +91,17 @@ type Node struct {
 	cluster *localcluster.Cluster
 	client  kubernetes.Interface
 	rec     nodeRecord
+	// key names the node on the host: c<cluster number>-<name>.
+	key     string
 	ip      net.IP
 	subnet  *net.IPNet
 	logDir  string
 	started time.Duration
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// mounts holds the node's mount namespace; nil when the node has none (see
+	// NodeOptions.RootDir).
+	mounts     *procs.Process
 	containerd *procs.Process
 	kubelet    *procs.Process
 	kubeRouter *procs.Process // nil unless NodeOptions.NetworkPolicy is set
@@ -147,25 +157,29 @@ func (r *Run) StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err err
 		ip:      NodeIP(opts.ClusterNumber, opts.Index),
 		subnet:  PodSubnet(opts.ClusterNumber, opts.Index),
 	}
-	full := namePrefix + r.id + "-" + opts.Name
-	dir := filepath.Join(r.dir, "nodes", opts.Name)
+	// Node names are unique within a cluster; on the host the cluster number tells the nodes of
+	// different clusters apart.
+	n.key = fmt.Sprintf("c%d-%s", opts.ClusterNumber, opts.Name)
+	full := namePrefix + r.id + "-" + n.key
+	dir := filepath.Join(r.dir, "nodes", n.key)
 	n.rec = nodeRecord{
 		Name:             opts.Name,
 		Netns:            full,
 		Cgroup:           full,
 		Dir:              dir,
-		RootDir:          opts.RootDir,
+		RootDir:          filepath.Join(dir, "kubelet"),
+		KubeletDir:       opts.RootDir,
 		PodLogsDir:       filepath.Join(dir, "pod-logs"),
 		CNINetwork:       full,
 		ContainerdSocket: filepath.Join(dir, "containerd", "containerd.sock"),
 		ContainerdState:  filepath.Join(dir, "containerd", "state"),
 	}
-	if n.rec.RootDir == "" {
-		n.rec.RootDir = filepath.Join(dir, "kubelet")
+	if n.rec.KubeletDir == "" {
+		n.rec.KubeletDir = n.rec.RootDir
 	}
 	n.logDir = filepath.Join(dir, "logs")
 	if r.logDir != "" {
-		n.logDir = filepath.Join(r.logDir, opts.Name)
+		n.logDir = filepath.Join(r.logDir, n.key)
 	}
 
 	registered, err := r.addNode(n)
@@ -201,20 +215,12 @@ func (r *Run) addNode(n *Node) (registered bool, err error) {
 	if r.closed {
 		return false, errors.New("the run is closed")
 	}
-	if _, ok := r.nodes[n.rec.Name]; ok {
-		return false, fmt.Errorf("the run already has a node %s", n.rec.Name)
+	if _, ok := r.nodes[n.key]; ok {
+		return false, fmt.Errorf("the run already has a node %s", n.key)
 	}
 	for _, other := range r.nodes {
 		if other.ip.Equal(n.ip) {
-			return false, fmt.Errorf("node %s already has IP %s (same cluster number and index)", other.rec.Name, n.ip)
-		}
-		if other.rec.RootDir == n.rec.RootDir {
-			return false, fmt.Errorf("node %s already uses root directory %s", other.rec.Name, n.rec.RootDir)
-		}
-	}
-	if !under(n.rec.RootDir, n.rec.Dir) {
-		if err := checkRootDir(n.rec.RootDir, r.rec.CreatedPaths); err != nil {
-			return false, err
+			return false, fmt.Errorf("node %s already has IP %s (same cluster number and index)", other.key, n.ip)
 		}
 	}
 	if err := os.MkdirAll(n.rec.Dir, 0o700); err != nil {
@@ -224,7 +230,7 @@ func (r *Run) addNode(n *Node) (registered bool, err error) {
 		_ = os.RemoveAll(n.rec.Dir)
 		return false, err
 	}
-	r.nodes[n.rec.Name] = n
+	r.nodes[n.key] = n
 	return true, r.prepareHostLocked()
 }
 
@@ -248,6 +254,12 @@ func (n *Node) setUp(ctx context.Context, opts NodeOptions) error {
 		if err := n.enableBridgeNetfilter(); err != nil {
 			return err
 		}
+	}
+	if err := createCgroups(n.rec.Cgroup); err != nil {
+		return err
+	}
+	if err := n.startMountNamespace(ctx); err != nil {
+		return err
 	}
 	if err := n.startContainerd(ctx, dirs, opts.SandboxImage); err != nil {
 		return err
@@ -305,7 +317,7 @@ func (n *Node) setUpNetwork(extraIPs []net.IP) error {
 	for _, ip := range append([]net.IP{n.ip}, extraIPs...) {
 		routes = append(routes, &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)})
 	}
-	n.run.addRoutes(n.rec.Name, ns, routes...)
+	n.run.addRoutes(n.key, ns, routes...)
 	apiHost, err := hostAddress(n.cluster)
 	if err != nil {
 		return err
@@ -328,14 +340,12 @@ func (n *Node) startContainerd(ctx context.Context, dirs map[string]string, sand
 		n.rec.ContainerdSocket, dirs["runc"], dirs["containerd/opt"], dirs["cni/net.d"], sandboxImage)), 0o644); err != nil {
 		return fmt.Errorf("writing containerd configuration: %w", err)
 	}
-	if err := createCgroups(n.rec.Cgroup); err != nil {
-		return err
-	}
 	bin, err := lookTool("containerd")
 	if err != nil {
 		return err
 	}
-	p, err := startProc("containerd", bin, []string{"--config", config, "--log-level", "warn"}, nil, n.NetnsPath(), n.rec.Cgroup, n.logDir)
+	p, err := startProc("containerd", bin, []string{"--config", config, "--log-level", "warn"}, nil, n.NetnsPath(), n.mountnsPath(),
+		n.rec.Cgroup, n.logDir)
 	if err != nil {
 		return err
 	}
@@ -345,14 +355,16 @@ func (n *Node) startContainerd(ctx context.Context, dirs map[string]string, sand
 	return n.waitContainerd(ctx)
 }
 
-// startKubelet makes the root directory a shared mount of its own, writes kubelet's
-// configuration and kubeconfig and starts it.
+// startKubelet makes the root directory a shared mount of its own (the node's mount namespace
+// already has it), writes kubelet's configuration and kubeconfig and starts it.
 func (n *Node) startKubelet(bin string, taints []corev1.Taint) error {
-	if err := os.MkdirAll(n.rec.RootDir, 0o750); err != nil {
-		return fmt.Errorf("creating kubelet root directory: %w", err)
-	}
-	if err := bindShared(n.rec.RootDir); err != nil {
-		return err
+	if n.mounts == nil {
+		if err := os.MkdirAll(n.rec.RootDir, 0o750); err != nil {
+			return fmt.Errorf("creating kubelet root directory: %w", err)
+		}
+		if err := bindShared(n.rec.RootDir); err != nil {
+			return err
+		}
 	}
 	config, err := renderKubeletConfig(n.ip, "/"+n.rec.Cgroup, n.rec.ContainerdSocket, n.rec.PodLogsDir, taints)
 	if err != nil {
@@ -373,13 +385,13 @@ func (n *Node) startKubelet(bin string, taints []corev1.Taint) error {
 	p, err := startProc("kubelet", bin, []string{
 		"--config=" + configPath,
 		"--kubeconfig=" + kubeconfigPath,
-		"--root-dir=" + n.rec.RootDir,
+		"--root-dir=" + n.rec.KubeletDir,
 		// The certificate directory defaults to /var/lib/kubelet/pki whatever the root.
-		"--cert-dir=" + filepath.Join(n.rec.RootDir, "pki"),
+		"--cert-dir=" + filepath.Join(n.rec.KubeletDir, "pki"),
 		"--node-ip=" + n.ip.String(),
 		"--hostname-override=" + n.rec.Name,
 		"--v=1",
-	}, nil, n.NetnsPath(), n.rec.Cgroup, n.logDir)
+	}, nil, n.NetnsPath(), n.mountnsPath(), n.rec.Cgroup, n.logDir)
 	if err != nil {
 		return err
 	}
@@ -482,7 +494,7 @@ func (n *Node) poll(ctx context.Context, what string, cond func() (bool, error))
 		Alive: func() error {
 			n.mu.Lock()
 			defer n.mu.Unlock()
-			return procs.FirstExit(n.containerd, n.kubelet, n.kubeRouter)
+			return procs.FirstExit(n.mounts, n.containerd, n.kubelet, n.kubeRouter)
 		},
 		Log: n.LogPath("kubelet"),
 	}, cond)
@@ -507,7 +519,7 @@ func (n *Node) AddIP(ip net.IP) error {
 	if err := nsRun(n.NetnsPath(), "ip", "addr", "add", ip.String()+"/32", "dev", "lo"); err != nil {
 		return err
 	}
-	n.run.addRoutes(n.rec.Name, n.NetnsPath(), &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)})
+	n.run.addRoutes(n.key, n.NetnsPath(), &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)})
 	return nil
 }
 
@@ -562,8 +574,76 @@ func (n *Node) NetnsPath() string { return NetnsPath(n.rec.Netns) }
 // ContainerdSocket returns the path of the node's containerd socket.
 func (n *Node) ContainerdSocket() string { return n.rec.ContainerdSocket }
 
-// RootDir returns kubelet's root directory.
+// RootDir returns the host directory that is kubelet's root directory (seen by kubelet at the
+// path NodeOptions.RootDir gave, when that was set).
 func (n *Node) RootDir() string { return n.rec.RootDir }
+
+// Dir returns the node's directory in the run directory: containerd's and kubelet's state,
+// the pod logs (pod-logs) and, unless RunOptions.LogDir says otherwise, the node's logs.
+func (n *Node) Dir() string { return n.rec.Dir }
+
+// mountnsPath returns the node's mount namespace for nsenter, or "" for the host's.
+func (n *Node) mountnsPath() string {
+	if n.mounts == nil {
+		return ""
+	}
+	return fmt.Sprintf("/proc/%d/ns/mnt", n.mounts.Pid())
+}
+
+// mountsScript runs in the node's new mount namespace: every mount a slave of the host's (so
+// /dev stays shared enough for HostToContainer, and nothing made here reaches the host), the
+// node's private root directory bound at the path kubelet sees and made shared (the node
+// plugin's Bidirectional mounts need that), a file to say so, then nothing but holding the
+// namespace.
+const mountsScript = `mount --bind "$1" "$2" && mount --make-shared "$2" && : > "$3" && exec sleep infinity`
+
+// startMountNamespace gives a node whose kubelet sees its root directory elsewhere than on the
+// host (NodeOptions.RootDir) a mount namespace of its own, held by a process in the node's
+// cgroups, which containerd and kubelet then join. The mount point itself must exist on the
+// host or be one of the host paths the run records as created.
+func (n *Node) startMountNamespace(ctx context.Context) error {
+	if n.rec.KubeletDir == n.rec.RootDir {
+		return nil
+	}
+	if err := os.MkdirAll(n.rec.RootDir, 0o750); err != nil {
+		return fmt.Errorf("creating kubelet root directory: %w", err)
+	}
+	if _, err := os.Stat(n.rec.KubeletDir); err != nil {
+		n.run.mu.Lock()
+		created := slices.Contains(n.run.rec.CreatedPaths, n.rec.KubeletDir)
+		n.run.mu.Unlock()
+		if !created {
+			return fmt.Errorf("kubelet's root directory %s does not exist on the host to mount the node's own over: %w", n.rec.KubeletDir, err)
+		}
+		if err := os.MkdirAll(n.rec.KubeletDir, 0o755); err != nil {
+			return err
+		}
+	}
+	unshare, err := lookTool("unshare")
+	if err != nil {
+		return err
+	}
+	ready := filepath.Join(n.rec.Dir, "mounts-ready")
+	p, err := startProc("mounts", unshare, []string{"--mount", "--propagation", "slave", "--", "sh", "-c", mountsScript, "sh",
+		n.rec.RootDir, n.rec.KubeletDir, ready}, nil, "", "", n.rec.Cgroup, n.logDir)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.mounts = p
+	n.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, containerdStartTimeout)
+	defer cancel()
+	return procs.Poll(ctx, procs.Wait{
+		What:     "the node's mount namespace",
+		Interval: 50 * time.Millisecond,
+		Alive:    func() error { return procs.FirstExit(p) },
+		Log:      n.LogPath("mounts"),
+	}, func() (bool, error) {
+		_, err := os.Stat(ready)
+		return err == nil, nil
+	})
+}
 
 // Cgroup returns the name of the node's cgroup (the same in every hierarchy).
 func (n *Node) Cgroup() string { return n.rec.Cgroup }
@@ -606,11 +686,11 @@ func (n *Node) Stop() error {
 		for _, f := range forwarders {
 			errs = append(errs, f.Close())
 		}
-		n.run.removeRoutes(n.rec.Name)
+		n.run.removeRoutes(n.key)
 		n.deleteNodeObject()
 		n.run.mu.Lock()
-		if n.run.nodes[n.rec.Name] == n {
-			delete(n.run.nodes, n.rec.Name)
+		if n.run.nodes[n.key] == n {
+			delete(n.run.nodes, n.key)
 		}
 		errs = append(errs, n.run.releaseHostLocked())
 		n.run.mu.Unlock()

@@ -645,9 +645,9 @@ func TestStartFailure(t *testing.T) {
 		})
 		g.Expect(err).To(MatchError(ContainSubstring("kubelet exited")))
 		g.Expect(run.Nodes()).To(BeEmpty())
-		expectNothingLeft(g, before, nodeRecord{Netns: namePrefix + run.ID() + "-rn-fail-real-0",
-			Cgroup: namePrefix + run.ID() + "-rn-fail-real-0", Dir: filepath.Join(run.Dir(), "nodes", "rn-fail-real-0"),
-			RootDir: DefaultRootDir}, filepath.Join(run.Dir(), "nodes", "rn-fail-real-0"))
+		dir := filepath.Join(run.Dir(), "nodes", "c1-rn-fail-real-0")
+		expectNothingLeft(g, before, nodeRecord{Netns: namePrefix + run.ID() + "-c1-rn-fail-real-0",
+			Cgroup: namePrefix + run.ID() + "-c1-rn-fail-real-0", Dir: dir, RootDir: DefaultRootDir}, dir)
 	})
 
 	t.Run("When kube-router exits at start, it should fail with its log and leave nothing behind", func(t *testing.T) {
@@ -664,20 +664,24 @@ func TestStartFailure(t *testing.T) {
 		})
 		g.Expect(err).To(MatchError(ContainSubstring("kube-router exited")))
 		g.Expect(run.Nodes()).To(BeEmpty())
-		dir := filepath.Join(run.Dir(), "nodes", "rn-fail-real-0")
-		expectNothingLeft(g, before, nodeRecord{Netns: namePrefix + run.ID() + "-rn-fail-real-0",
-			Cgroup: namePrefix + run.ID() + "-rn-fail-real-0", Dir: dir, RootDir: filepath.Join(dir, "kubelet")}, dir)
+		dir := filepath.Join(run.Dir(), "nodes", "c1-rn-fail-real-0")
+		expectNothingLeft(g, before, nodeRecord{Netns: namePrefix + run.ID() + "-c1-rn-fail-real-0",
+			Cgroup: namePrefix + run.ID() + "-c1-rn-fail-real-0", Dir: dir, RootDir: filepath.Join(dir, "kubelet")}, dir)
 	})
 
-	t.Run("When the kubelet root directory holds files of someone else, it should refuse to start and leave them", func(t *testing.T) {
+	t.Run("When kubelet's root directory is seen at a host path that holds someone else's files, the node should mount its own there in a namespace of its own and leave the host's alone", func(t *testing.T) {
 		g := NewWithT(t)
 		dir := t.TempDir()
 		g.Expect(os.WriteFile(filepath.Join(dir, "foreign"), nil, 0o600)).To(Succeed())
 		_, err := run.StartNode(t.Context(), NodeOptions{
-			Cluster: cluster, ClusterNumber: 1, Index: 0, RootDir: dir, SandboxImage: "x",
+			Cluster: cluster, ClusterNumber: 1, Index: 0, RootDir: dir,
+			SandboxImage: "localhost/cinder-csi-e2e/pause:none", Kubelet: "/bin/false",
 		})
-		g.Expect(err).To(MatchError(ContainSubstring("not empty")))
-		g.Expect(filepath.Join(dir, "foreign")).To(BeARegularFile())
+		g.Expect(err).To(MatchError(ContainSubstring("kubelet exited")))
+		g.Expect(dirNames(dir)).To(ConsistOf("foreign"))
+		mounts, err := mountsUnder(dir)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(mounts).To(BeEmpty())
 	})
 	g.Expect(run.Close()).To(Succeed())
 }

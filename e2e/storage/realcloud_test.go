@@ -44,6 +44,7 @@ import (
 // which no raw block device here can expose, so growing a volume in use and snapshotting one run
 // there.
 func TestStorageRealCloud(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a real OpenStack and real nodes")
 	}

@@ -46,11 +46,16 @@ import (
 // with a volume in use, and both ways of deploying the operator; fresh installs on real nodes are
 // the upstream suite's (make test's last phase) and run-local's, and the integration tests' on
 // simulated nodes.
+//
+// The three worlds of this package (these two and TestStorageRealCloud's) run side by side: each
+// has clusters and nodes of its own, and their scenarios mostly wait on pods and volumes.
 func TestStorageHyperShift(t *testing.T) {
+	t.Parallel()
 	run(t, startWorld(t, env.ModeHyperShift, worldOptions{fromCSIOperator: true}), false)
 }
 
 func TestStorageStandalone(t *testing.T) {
+	t.Parallel()
 	run(t, startWorld(t, env.ModeStandalone, worldOptions{fromCSIOperator: true}), true)
 }
 

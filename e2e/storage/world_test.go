@@ -168,9 +168,9 @@ func dumpLogs(e *env.Env) {
 	var paths []string
 	for _, n := range []*realnode.Node{e.Real.MgmtNode, e.Real.GuestNode} {
 		paths = append(paths, n.LogPath("kubelet"), n.LogPath("containerd"))
-	}
-	if matches, err := filepath.Glob(filepath.Join(e.Real.Dir(), "nodes", "*", "pod-logs", "*", "*", "*.log")); err == nil {
-		paths = append(paths, matches...)
+		if matches, err := filepath.Glob(filepath.Join(n.Dir(), "pod-logs", "*", "*", "*.log")); err == nil {
+			paths = append(paths, matches...)
+		}
 	}
 	seen := map[string]bool{}
 	for _, p := range paths {
