@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
+	volumeazs "github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/availabilityzones"
 	volservices "github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/services"
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	computeazs "github.com/gophercloud/gophercloud/v2/openstack/compute/v2/availabilityzones"
@@ -267,4 +270,94 @@ func testServiceRestarts(t *testing.T, c *Cloud) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(s.State).To(Equal("up"))
 	g.Expect(c.StartService(ctx, ServiceCinderBackup)).To(Succeed(), "starting a running service")
+}
+
+// testVolumeZoneRename renames one volume zone, then the other (the cloud's default zone), then
+// both back, and checks what the member sees each time: the zone list, a new volume in a new
+// name accepted at once and the old name refused, an existing volume in the zone it was created
+// in, and the default zone and cinder-backup's following the first zone.
+func testVolumeZoneRename(t *testing.T, c *Cloud) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	zones := c.VolumeZones()
+	cl := newClients(t, c, c.Member())
+	var ids []string
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(ctx)
+		if !slices.Equal(c.VolumeZones(), zones) {
+			if err := c.SetVolumeZones(ctx, zones); err != nil {
+				t.Errorf("naming the volume zones back: %v", err)
+			}
+		}
+		for _, id := range ids {
+			if err := volumes.Delete(ctx, cl.volume, id, nil).ExtractErr(); err != nil {
+				t.Errorf("deleting volume %s: %v", id, err)
+			}
+		}
+	})
+	g.Expect(c.SetVolumeZones(ctx, zones[:1])).To(MatchError(ContainSubstring("1 names for 2 backends")))
+	g.Expect(c.SetVolumeZones(ctx, []string{zones[0], ""})).To(MatchError(ContainSubstring("empty name")))
+	g.Expect(c.VolumeZones()).To(Equal(zones))
+
+	// create makes a volume in zone ("": none given) and returns it once it is available.
+	create := func(zone string) *volumes.Volume {
+		t.Helper()
+		v, err := volumes.Create(ctx, cl.volume, volumes.CreateOpts{Name: "zone-" + zone, Size: 1, AvailabilityZone: zone}, nil).Extract()
+		g.Expect(err).NotTo(HaveOccurred(), "creating a volume in %q", zone)
+		ids = append(ids, v.ID)
+		g.Expect(WaitVolume(ctx, cl.volume, v.ID, "available")).To(Succeed())
+		v, err = volumes.Get(ctx, cl.volume, v.ID).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
+		return v
+	}
+	listed := func() []string {
+		pages, err := volumeazs.List(cl.volume).AllPages(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		azs, err := volumeazs.ExtractAvailabilityZones(pages)
+		g.Expect(err).NotTo(HaveOccurred())
+		return zoneNames(azs, func(z volumeazs.AvailabilityZone) string { return z.ZoneName })
+	}
+	backup := func() volservices.Service {
+		s, err := c.backupService(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		return s
+	}
+	pid := func(name string) int {
+		p, err := c.proc(name)
+		g.Expect(err).NotTo(HaveOccurred())
+		return p.Pid()
+	}
+	rename := func(to []string) {
+		t.Helper()
+		start := time.Now()
+		g.Expect(c.SetVolumeZones(ctx, to)).To(Succeed())
+		t.Logf("SetVolumeZones(%q) took %s", to, time.Since(start).Round(100*time.Millisecond))
+		g.Expect(c.VolumeZones()).To(Equal(to))
+		g.Expect(listed()).To(ConsistOf(to))
+	}
+
+	existing := create(zones[1])
+	renamed := []string{zones[0] + "-renamed", zones[1] + "-renamed"}
+	backupPid := pid(ServiceCinderBackup)
+	rename([]string{zones[0], renamed[1]})
+	g.Expect(pid(ServiceCinderBackup)).To(Equal(backupPid), "cinder-backup runs on while the first zone stays")
+	v, err := volumes.Get(ctx, cl.volume, existing.ID).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(v.AvailabilityZone).To(Equal(zones[1]), "a volume keeps the zone it was created in")
+	v = create(renamed[1])
+	g.Expect(v.AvailabilityZone).To(Equal(renamed[1]))
+	g.Expect(filepath.Join(c.exportDir(1), "volume-"+v.ID)).To(BeAnExistingFile(), "the renamed zone's backend holds it")
+	_, err = volumes.Create(ctx, cl.volume, volumes.CreateOpts{Name: "zone-gone", Size: 1, AvailabilityZone: zones[1]}, nil).Extract()
+	t.Logf("Creating a volume in the old name: %v", err)
+	g.Expect(err).To(MatchError(ContainSubstring("is invalid")), "the old name is no zone any more")
+
+	rename([]string{renamed[0], zones[1]})
+	g.Expect(pid(ServiceCinderBackup)).NotTo(Equal(backupPid), "cinder-backup restarts with the first zone")
+	g.Expect(backup().Zone).To(Equal(renamed[0]), "cinder-backup's zone is the first one")
+	g.Expect(create("").AvailabilityZone).To(Equal(renamed[0]), "a volume without a zone goes to the first one")
+	g.Expect(create(zones[1]).AvailabilityZone).To(Equal(zones[1]), "a name given back is a zone again")
+
+	rename(zones)
+	g.Expect(backup().Zone).To(Equal(zones[0]))
+	g.Expect(create("").AvailabilityZone).To(Equal(zones[0]))
 }

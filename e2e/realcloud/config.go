@@ -129,15 +129,6 @@ func (c *Cloud) mountPoint(i int) string {
 
 // writeConfigs writes the configuration of every service.
 func (c *Cloud) writeConfigs() error {
-	common := func(state string) []section {
-		return []section{
-			{"oslo_concurrency", [][2]string{{"lock_path", filepath.Join(state, "lock")}}},
-			// Notifications would pile up in queues nobody reads.
-			{"oslo_messaging_notifications", [][2]string{{"driver", "noop"}}},
-			// The TLS proxies send X-Forwarded-Proto: links in answers are then https.
-			{"oslo_middleware", [][2]string{{"enable_proxy_headers_parsing", "true"}}},
-		}
-	}
 	keystoneDir := filepath.Join(c.dir, "keystone")
 	keystone := append([]section{
 		{"DEFAULT", [][2]string{{"use_stderr", "true"}}},
@@ -146,7 +137,7 @@ func (c *Cloud) writeConfigs() error {
 		{"fernet_tokens", [][2]string{{"key_repository", filepath.Join(keystoneDir, "fernet-keys")}}},
 		{"fernet_receipts", [][2]string{{"key_repository", filepath.Join(keystoneDir, "fernet-keys")}}},
 		{"credential", [][2]string{{"key_repository", filepath.Join(keystoneDir, "credential-keys")}}},
-	}, common(keystoneDir)...)
+	}, commonSections(keystoneDir)...)
 	if err := writeINI(filepath.Join(keystoneDir, "keystone.conf"), keystone...); err != nil {
 		return err
 	}
@@ -157,7 +148,7 @@ func (c *Cloud) writeConfigs() error {
 		c.dbSection("placement_database", "placement"),
 		{"api", [][2]string{{"auth_strategy", "keystone"}}},
 		c.authtoken("placement"),
-	}, common(placementDir)...)
+	}, commonSections(placementDir)...)
 	if err := writeINI(filepath.Join(placementDir, "placement.conf"), placement...); err != nil {
 		return err
 	}
@@ -205,7 +196,7 @@ func (c *Cloud) writeConfigs() error {
 		// Service tokens: Cinder accepts a detach from Nova only with one (CVE-2023-2088).
 		c.authSection("service_user", "nova", [2]string{"send_service_user_token", "true"}),
 		{"vnc", [][2]string{{"enabled", "false"}}},
-	}, common(novaDir)...)
+	}, commonSections(novaDir)...)
 	if err := writeINI(filepath.Join(novaDir, "nova.conf"), nova...); err != nil {
 		return err
 	}
@@ -221,6 +212,40 @@ func (c *Cloud) writeConfigs() error {
 	}
 
 	cinderDir := filepath.Join(c.dir, "cinder")
+	if err := os.MkdirAll(cinderDir, 0o755); err != nil {
+		return err
+	}
+	for i, b := range backends {
+		if err := os.WriteFile(filepath.Join(cinderDir, b+".shares"), []byte(share(i)+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(c.cinderPolicyFile(), []byte(cinderPolicy), 0o644); err != nil {
+		return fmt.Errorf("writing Cinder's policy: %w", err)
+	}
+	return c.writeCinderConf(c.opts.VolumeZones)
+}
+
+// commonSections are the sections every service's configuration ends with; state is the
+// service's state directory.
+func commonSections(state string) []section {
+	return []section{
+		{"oslo_concurrency", [][2]string{{"lock_path", filepath.Join(state, "lock")}}},
+		// Notifications would pile up in queues nobody reads.
+		{"oslo_messaging_notifications", [][2]string{{"driver", "noop"}}},
+		// The TLS proxies send X-Forwarded-Proto: links in answers are then https.
+		{"oslo_middleware", [][2]string{{"enable_proxy_headers_parsing", "true"}}},
+	}
+}
+
+// cinderConfPath is the configuration file of every Cinder service.
+func (c *Cloud) cinderConfPath() string { return filepath.Join(c.dir, "cinder", "cinder.conf") }
+
+// writeCinderConf writes cinder.conf for the volume zones zones, one per backend in the order of
+// backends: writeConfigs at the start, SetVolumeZones when zones are renamed.
+func (c *Cloud) writeCinderConf(zones []string) error {
+	cinderDir := filepath.Join(c.dir, "cinder")
+	region := [2]string{"region_name", c.opts.Region}
 	cinder := []section{
 		{"DEFAULT", [][2]string{
 			{"transport_url", c.transportURL()},
@@ -235,8 +260,8 @@ func (c *Cloud) writeConfigs() error {
 			{"rootwrap_config", filepath.Join(cinderDir, "rootwrap.conf")},
 			{"enabled_backends", strings.Join(backends, ",")},
 			// The zone of cinder-backup and of a volume created without one.
-			{"storage_availability_zone", c.opts.VolumeZones[0]},
-			{"default_availability_zone", c.opts.VolumeZones[0]},
+			{"storage_availability_zone", zones[0]},
+			{"default_availability_zone", zones[0]},
 			{"backup_driver", "cinder.backup.drivers.posix.PosixBackupDriver"},
 			{"backup_posix_path", filepath.Join(cinderDir, "backups")},
 			// cinder-volume tells the scheduler its pools' capacity in this periodic task
@@ -259,7 +284,7 @@ func (c *Cloud) writeConfigs() error {
 		cinder = append(cinder, section{b, [][2]string{
 			{"volume_driver", "cinder.volume.drivers.nfs.NfsDriver"},
 			{"volume_backend_name", b},
-			{"backend_availability_zone", c.opts.VolumeZones[i]},
+			{"backend_availability_zone", zones[i]},
 			{"nfs_shares_config", filepath.Join(cinderDir, b+".shares")},
 			{"nfs_mount_point_base", filepath.Join(cinderDir, "mnt")},
 			{"nfs_sparsed_volumes", "true"},
@@ -268,17 +293,8 @@ func (c *Cloud) writeConfigs() error {
 			{"nas_secure_file_operations", "false"},
 			{"nas_secure_file_permissions", "false"},
 		}})
-		if err := os.MkdirAll(cinderDir, 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(cinderDir, b+".shares"), []byte(share(i)+"\n"), 0o644); err != nil {
-			return err
-		}
 	}
-	if err := os.WriteFile(c.cinderPolicyFile(), []byte(cinderPolicy), 0o644); err != nil {
-		return fmt.Errorf("writing Cinder's policy: %w", err)
-	}
-	return writeINI(filepath.Join(cinderDir, "cinder.conf"), append(cinder, common(cinderDir)...)...)
+	return writeINI(c.cinderConfPath(), append(cinder, commonSections(cinderDir)...)...)
 }
 
 // resourceFiltersFile is Cinder's resource_filters.json, which openstack-packages.sh extracts

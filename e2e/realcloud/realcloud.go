@@ -109,7 +109,7 @@ type Cloud struct {
 	mounts  []string
 
 	// mu guards procs (StartService replaces a stopped one in place), stopping, and what the
-	// admin operations change: the member's password and the compute zones' names.
+	// admin operations change: the member's password and the zones' names.
 	mu       sync.Mutex
 	procs    []*procs.Process
 	stopping bool // Stop has begun: no process starts any more
@@ -355,8 +355,13 @@ func (c *Cloud) ComputeZones() []string {
 	return slices.Clone(c.opts.ComputeZones)
 }
 
-// VolumeZones are Cinder's two zones, one backend each, in the order of ComputeZones.
-func (c *Cloud) VolumeZones() []string { return slices.Clone(c.opts.VolumeZones) }
+// VolumeZones are Cinder's two zones, one backend each, in the order of ComputeZones; after
+// SetVolumeZones, with the names it set.
+func (c *Cloud) VolumeZones() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.opts.VolumeZones)
+}
 
 // ProjectID is the member user's project.
 func (c *Cloud) ProjectID() string { return c.project }

@@ -254,6 +254,10 @@ func TestRealCloud(t *testing.T) {
 		testZoneRename(t, c)
 	})
 
+	t.Run("When volume zones are renamed, the member should see the new names, new volumes go there at once and existing ones keep their zone", func(t *testing.T) {
+		testVolumeZoneRename(t, c)
+	})
+
 	t.Run("When services are stopped and started again, clients should fail while they are down and work once they are back", func(t *testing.T) {
 		testServiceRestarts(t, c)
 	})

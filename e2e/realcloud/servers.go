@@ -44,7 +44,7 @@ func (c *Cloud) CreateServer(ctx context.Context, name, zone string) (string, er
 		return "", err
 	}
 
-	vol, err := volumes.Create(ctx, volume, volumes.CreateOpts{Name: name + "-boot", Size: 1, AvailabilityZone: c.opts.VolumeZones[i]}, nil).Extract()
+	vol, err := volumes.Create(ctx, volume, volumes.CreateOpts{Name: name + "-boot", Size: 1, AvailabilityZone: c.VolumeZones()[i]}, nil).Extract()
 	if err != nil {
 		return "", fmt.Errorf("creating boot volume of %s: %w", name, err)
 	}

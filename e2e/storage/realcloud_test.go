@@ -76,6 +76,9 @@ func realCloudScenarios(t *testing.T, w *world) {
 	t.Run("When a Nova zone is renamed so that Cinder lacks it, the operator should turn topology off, and on again when the name comes back", func(t *testing.T) {
 		realTopologyFollowsZones(t, w)
 	})
+	t.Run("When every volume zone is renamed so that no compute zone has its name, topology should go off and say why; with zone_mapping and enable_topology the per-zone classes should pin the mapped compute zones and a claim on the node's class get a volume in the mapped zone", func(t *testing.T) {
+		realZonesDiffer(t, w)
+	})
 	t.Run("When cinder-api stops, TopologyDegraded should say so within seconds and clear within seconds of its return", func(t *testing.T) {
 		realCinderOutage(t, w)
 	})
