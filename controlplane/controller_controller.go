@@ -202,7 +202,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 
 	var applyErr error
 	if p.ServiceMonitor && monitorsWatched {
-		applyErr = r.monitors.Start(r.controller, r.mgmtCache, newServiceMonitor(), "ServiceMonitors")
+		applyErr = r.monitors.Start(ctx, r.controller, r.mgmtCache, newServiceMonitor(), "ServiceMonitors")
 	}
 	if applyErr == nil {
 		applyErr = appliers.Apply(ctx, log, p.Apply)[groupController]

@@ -141,11 +141,14 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		st.False(names.ConditionGuestConfigDegraded, names.ReasonAsExpected, "")
 	}
 
+	// The class's watch starts, and has listed, before the class is applied (see LateWatch).
+	var watchErr error
+	if p.SnapshotClass {
+		watchErr = r.snapshotClasses.Start(ctx, r.controller, r.cache, &snapshotv1.VolumeSnapshotClass{}, "VolumeSnapshotClasses")
+	}
 	failed := r.applyRecreating(ctx, appliers, p)
-	if p.SnapshotClass && failed[groupClasses] == nil {
-		if err := r.snapshotClasses.Start(r.controller, r.cache, &snapshotv1.VolumeSnapshotClass{}, "VolumeSnapshotClasses"); err != nil {
-			failed[groupClasses] = err
-		}
+	if watchErr != nil {
+		failed[groupClasses] = errors.Join(failed[groupClasses], watchErr)
 	}
 	if err := appliers.Delete(ctx, log, p.Delete); err != nil {
 		failed[groupClasses] = errors.Join(failed[groupClasses], err)

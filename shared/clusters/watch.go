@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	operatorv1 "github.com/openshift/api/operator/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,9 +72,17 @@ type LateWatch struct {
 	started bool
 }
 
+// lateSyncTimeout bounds the wait for a late watch's first list.
+const lateSyncTimeout = time.Minute
+
 // Start makes ctl watch obj's kind in c, mapping every event to DriverRequest, unless an earlier
-// call succeeded. kinds names the kind in the plural for the error.
-func (w *LateWatch) Start(ctl controller.Controller, c cache.Cache, obj client.Object, kinds string) error {
+// call succeeded, and returns once the watch's cache has listed the kind. A watch added to a
+// running controller starts on its own, without the wait for its first list that the
+// controller's start gives the others; an object deleted before that list is in neither the
+// list nor any event. So the caller starts the watch before it applies the kind's objects, and
+// every change after the apply reaches the controller. kinds names the kind in the plural for
+// the error.
+func (w *LateWatch) Start(ctx context.Context, ctl controller.Controller, c cache.Cache, obj client.Object, kinds string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.started {
@@ -83,5 +92,11 @@ func (w *LateWatch) Start(ctl controller.Controller, c cache.Cache, obj client.O
 		return fmt.Errorf("watching %s: %w", kinds, err)
 	}
 	w.started = true
+	// GetInformer blocks until the informer the watch shares has synced.
+	ctx, cancel := context.WithTimeout(ctx, lateSyncTimeout)
+	defer cancel()
+	if _, err := c.GetInformer(ctx, obj); err != nil {
+		return fmt.Errorf("waiting for the first list of %s: %w", kinds, err)
+	}
 	return nil
 }
