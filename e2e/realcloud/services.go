@@ -111,8 +111,10 @@ func (c *Cloud) startRabbit(ctx context.Context) error {
 		// stops it gracefully. -noinput, which the script leaves out in that mode, keeps the
 		// VM from reading its stdin.
 		"RABBITMQ_ALLOW_INPUT=true",
-		// The distribution listener on loopback too, and never an epmd of the VM's own.
-		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-noinput -start_epmd false -kernel inet_dist_use_interface {127,0,0,1}",
+		// The distribution listener on loopback too, and never an epmd of the VM's own. Its
+		// schedulers sleep when idle rather than spin first (+sbwt and its dirty-scheduler
+		// kin), which on a two-core host loaded by the test worlds is CPU they need.
+		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-noinput -start_epmd false -kernel inet_dist_use_interface {127,0,0,1} +sbwt none +sbwtdcpu none +sbwtdio none",
 	)...)
 	p, err := c.startProc(rabbitName, rabbitServer, nil, env)
 	if err != nil {
@@ -122,9 +124,15 @@ func (c *Cloud) startRabbit(ctx context.Context) error {
 	return c.waitTCP(ctx, "RabbitMQ", c.ports.amqp, p)
 }
 
+// serviceStartTimeout bounds the wait for one service to answer after its start. A service
+// that cannot start exits, which the waits see at once; the bound is for one that hangs, and is
+// generous: on two cores loaded by the test worlds beside the cloud, RabbitMQ has been seen not
+// to open its listener within two minutes.
+const serviceStartTimeout = 6 * time.Minute
+
 // waitTCP waits until port accepts connections, failing early when p exits.
 func (c *Cloud) waitTCP(ctx context.Context, what string, port int, p *procs.Process) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, serviceStartTimeout)
 	defer cancel()
 	var last error
 	return procs.Poll(ctx, procs.Wait{What: what, Interval: 200 * time.Millisecond, Log: p.LogPath(),
@@ -142,7 +150,7 @@ func (c *Cloud) waitTCP(ctx context.Context, what string, port int, p *procs.Pro
 
 // waitHTTP waits until url answers with any HTTP status below 500, failing early when p exits.
 func (c *Cloud) waitHTTP(ctx context.Context, what, url string, p *procs.Process) error {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, serviceStartTimeout)
 	defer cancel()
 	client := &http.Client{Timeout: 5 * time.Second}
 	var last error
