@@ -345,7 +345,8 @@ pause-image: ## Build only the pause binary and the pod sandbox image tar (fast)
 # ---- Upstream external-storage suite: begin ----
 # The Kubernetes external-storage suite (test/e2e/storage/external of k8s.io/kubernetes, at
 # KUBE_VERSION) against the operator-installed driver on real nodes, with the driver definition
-# e2e/externalstorage/testdriver.yaml. Not part of `make test`.
+# e2e/externalstorage/testdriver.yaml; OPENSTACK=real runs it on a real OpenStack started for the
+# run, with testdriver-realcloud.yaml.
 KUBE_E2E_BIN_DIR := $(BIN)/kube-e2e-$(KUBE_VERSION)
 EXTERNAL_STORAGE_MODE ?= $(MODE)
 EXTERNAL_STORAGE_OUT ?= $(BIN)/external-storage
@@ -372,24 +373,43 @@ SKIP ?= any volume data source|should not mount / map unused volumes in a pod|\[
 # clones, snapshots and restores, volume modes; about 33 specs, of which the suite skips those
 # the manifest rules out.
 EXTERNAL_STORAGE_CI_FOCUS := External.Storage.*(\[Testpattern: Dynamic PV \((ext4|xfs|default fs|block volmode)\)\] (\[Slow\] )?(volumes|provisioning|volumeMode) |\[Testpattern: Dynamic Snapshot \(delete policy\)\] snapshottable\[|\(block volmode\)\(allowExpansion\)\] volume-expand|\(xfs\)\] \[Slow\] volume-expand)
+# What OPENSTACK=real skips besides SKIP: the specs that cannot pass on the real cloud's backend
+# for reasons the driver definition cannot express. Once snapshotted, a volume is a qcow2 overlay
+# of Cinder's NFS driver, which the harness cannot give a node (no nbd), until the snapshot is
+# deleted: so the specs that use a snapshot's source again while the snapshot exists (the
+# persistent snapshottable spec modifies it, the larger-size restore mounts it to measure it, the
+# multiVolume one mounts it beside its restore); the ephemeral snapshottable spec snapshots a
+# volume while its pod runs, which needs Nova's assisted snapshots (the fake virt driver has none);
+# and the offline expansion spec grows its claim as soon as the pod is gone, while Nova still holds
+# the volume: the driver then asks Cinder for an online extend, which the NFS driver refuses,
+# leaving the volume error_extending for good (offline expansion itself works once detached). One
+# more is the test cloud's own limit: its services keep their books in SQLite, where a transaction
+# that reads, then writes while another connection commits fails at once ("database is locked"),
+# and the parallel clone spec's five simultaneous clones make cinder-volume lose that race (a
+# clone left "creating" for good).
+EXTERNAL_STORAGE_REALCLOUD_SKIP := check restore correctly works after modifying source data|check deletion \(ephemeral\)|provision correct filesystem size when restoring snapshot to larger size|concurrently access the volume and restored snapshot|Verify if offline PVC expansion works|provision storage with pvc data source in parallel
+# The skip expression the runner gets: SKIP, and on the real cloud its own skips too.
+EXTERNAL_STORAGE_SKIP = $(if $(filter real,$(OPENSTACK)),$(if $(SKIP),$(SKIP)|)$(EXTERNAL_STORAGE_REALCLOUD_SKIP),$(SKIP))
 EXTERNAL_STORAGE_TIMEOUT ?= 3h
 # Parallel suite processes (ginkgo --procs): the specs spend their time waiting on pods and
-# volumes, so three processes finish far sooner than one even on two cores.
-EXTERNAL_STORAGE_PROCS ?= 3
+# volumes, so three processes finish far sooner than one even on two cores. On the real cloud one:
+# under three processes' load cinder-volume lost the SQLite race above creating a plain volume.
+EXTERNAL_STORAGE_PROCS ?= $(if $(filter real,$(OPENSTACK)),1,3)
 
 .PHONY: test-external-storage
-test-external-storage: ## Run the upstream external-storage suite against the operator-installed driver on real nodes (MODE=standalone|hypershift, FOCUS, SKIP); JUnit under bin/external-storage.
+test-external-storage: ## Run the upstream external-storage suite against the operator-installed driver on real nodes (MODE=standalone|hypershift, OPENSTACK=fake|real, FOCUS, SKIP); JUnit under bin/external-storage.
 ifeq ($(REAL_NODES_POSSIBLE),yes)
-	@$(PREREQS) $(REAL_NODE_STEPS) external-storage-suite
+	@$(PREREQS) $(REAL_NODE_STEPS) external-storage-suite $(if $(filter real,$(OPENSTACK)),openstack)
 	e2e/hack/host-packages.sh busybox-static bind9-dnsutils
-	$(BIN)/harness/external-storage --mode=$(EXTERNAL_STORAGE_MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) \
+	$(BIN)/harness/external-storage --mode=$(EXTERNAL_STORAGE_MODE) --openstack=$(OPENSTACK) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) \
 	  --suite=$(KUBE_E2E_BIN_DIR) --kubectl=$(KUBE_BIN_DIR)/kubectl --out=$(EXTERNAL_STORAGE_OUT) \
-	  --focus='$(FOCUS)' --skip='$(SKIP)' --timeout=$(EXTERNAL_STORAGE_TIMEOUT) --procs=$(EXTERNAL_STORAGE_PROCS)
+	  --focus='$(FOCUS)' --skip='$(EXTERNAL_STORAGE_SKIP)' \
+	  --timeout=$(EXTERNAL_STORAGE_TIMEOUT) --procs=$(EXTERNAL_STORAGE_PROCS)
 else
 	$(call skip-real-nodes,test-external-storage)
 endif
 
 .PHONY: test-external-storage-ci
-test-external-storage-ci: ## The CI subset of test-external-storage (EXTERNAL_STORAGE_CI_FOCUS; MODE=standalone|hypershift).
-	$(MAKE) --no-print-directory test-external-storage FOCUS='$(EXTERNAL_STORAGE_CI_FOCUS)'
+test-external-storage-ci: ## The CI subset of test-external-storage (EXTERNAL_STORAGE_CI_FOCUS; MODE=standalone|hypershift, OPENSTACK=fake|real).
+	$(MAKE) --no-print-directory test-external-storage FOCUS='$(EXTERNAL_STORAGE_CI_FOCUS)' OPENSTACK=$(OPENSTACK)
 # ---- Upstream external-storage suite: end ----

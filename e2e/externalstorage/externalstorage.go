@@ -1,8 +1,10 @@
-// Package externalstorage prepares a run of the upstream Kubernetes external-storage suite (the
-// e2e.test binary of k8s.io/kubernetes, built by `make external-storage-suite`) against the
-// operator-installed Cinder CSI driver on real nodes: the suite's driver definition
-// (testdriver.yaml), its image registries redirected to the local image prefix, and the images
-// its pods run, built here and imported into the nodes, since nothing is ever pulled.
+// Package externalstorage runs the upstream Kubernetes external-storage suite (the e2e.test
+// binary of k8s.io/kubernetes, built by `make external-storage-suite`) against the
+// operator-installed Cinder CSI driver in a real-node environment (package env) and summarises
+// its JUnit report: the suite's driver definitions (testdriver.yaml on the fake OpenStack,
+// testdriver-realcloud.yaml on the real one), its image registries redirected to the local image
+// prefix, and the images its pods run, built here and imported into the nodes, since nothing is
+// ever pulled.
 //
 // The suite's test pods run three images. busybox is Debian's busybox-static, a real busybox,
 // tagged with the suite's busybox reference (the suite's tag names a slightly newer busybox
@@ -30,11 +32,18 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
 )
 
-// TestDriver is the suite's driver definition for the operator-installed driver (the
-// -storage.testdriver file).
+// TestDriver is the suite's driver definition for the operator-installed driver on the fake
+// OpenStack (the -storage.testdriver file).
 //
 //go:embed testdriver.yaml
 var TestDriver []byte
+
+// RealCloudTestDriver is the driver definition for the same driver on the real OpenStack
+// (package realcloud): the capabilities its Cinder NFS backend and Nova's fake virt driver
+// really have, fewer than the fake's.
+//
+//go:embed testdriver-realcloud.yaml
+var RealCloudTestDriver []byte
 
 // Registry replaces every image registry of the suite: its images exist only in the nodes'
 // containerd, under the local prefix.

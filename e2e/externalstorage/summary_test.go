@@ -1,4 +1,4 @@
-package main
+package externalstorage
 
 import (
 	"os"
@@ -42,9 +42,11 @@ func TestSummarize(t *testing.T) {
 </testsuite></testsuites>`
 	g.Expect(os.WriteFile(filepath.Join(dir, "junit_01.xml"), []byte(report), 0o600)).To(Succeed())
 
-	s, err := summarize(dir)
+	s, err := Summarize(dir)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(s).To(HavePrefix("1 passed, 1 failed, 1 skipped by the suite, 0 interrupted or timed out (1 specs not selected)"))
+	g.Expect(s.Counts).To(Equal(Counts{Passed: 1, Failed: 1, Skipped: 1, Unselected: 1}))
+	g.Expect(s.ByPattern).To(HaveKeyWithValue("Dynamic PV (ext4) / volumes", Counts{Passed: 1, Failed: 1}))
+	g.Expect(s.String()).To(HavePrefix("1 passed, 1 failed, 1 skipped by the suite, 0 interrupted or timed out (1 specs not selected)"))
 	table, err := os.ReadFile(filepath.Join(dir, "summary.txt"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(table)).To(MatchRegexp(`Dynamic PV \(ext4\) / volumes +1 +1 +0 +0\n`))
