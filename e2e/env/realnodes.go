@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -276,6 +277,18 @@ func (e *Env) seedRealNodes(ctx context.Context) error {
 	return createAll(ctx, e.GuestClient, objs)
 }
 
+// Nodes returns the environment's distinct nodes, the guest's first: two in HyperShift mode,
+// the one node in standalone mode, none before they started.
+func (r *RealNodes) Nodes() []*realnode.Node {
+	var nodes []*realnode.Node
+	for _, n := range []*realnode.Node{r.GuestNode, r.MgmtNode} {
+		if n != nil && !slices.Contains(nodes, n) {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes
+}
+
 // stopReal stops the nodes (which unmounts every volume), gives the run back, then frees the
 // loop devices.
 func (r *RealNodes) stop() error {
@@ -284,10 +297,8 @@ func (r *RealNodes) stop() error {
 		_ = l.Close()
 	}
 	if r.run != nil {
-		for _, n := range []*realnode.Node{r.GuestNode, r.MgmtNode} {
-			if n != nil {
-				errs = append(errs, n.Stop())
-			}
+		for _, n := range r.Nodes() {
+			errs = append(errs, n.Stop())
 		}
 		errs = append(errs, releaseRun(r.clusters))
 	}

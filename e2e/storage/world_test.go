@@ -166,18 +166,13 @@ func (w *world) deployOperator(ctx context.Context) error {
 // the nodes (the operator's among them), so that a failure on CI can be read without the machine.
 func dumpLogs(e *env.Env) {
 	var paths []string
-	for _, n := range []*realnode.Node{e.Real.MgmtNode, e.Real.GuestNode} {
+	for _, n := range e.Real.Nodes() {
 		paths = append(paths, n.LogPath("kubelet"), n.LogPath("containerd"))
 		if matches, err := filepath.Glob(filepath.Join(n.Dir(), "pod-logs", "*", "*", "*.log")); err == nil {
 			paths = append(paths, matches...)
 		}
 	}
-	seen := map[string]bool{}
 	for _, p := range paths {
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue

@@ -178,11 +178,7 @@ func startRealCloud(ctx context.Context, opts *env.Options, dir string) (func(),
 // keepNodeLogs copies the kubelet's, containerd's and the pods' logs of every node of e into dir,
 // one directory per node.
 func keepNodeLogs(e *env.Env, dir string) {
-	nodes := []*realnode.Node{e.Real.MgmtNode}
-	if e.Real.GuestNode != e.Real.MgmtNode { // one node in standalone mode
-		nodes = append(nodes, e.Real.GuestNode)
-	}
-	for _, n := range nodes {
+	for _, n := range e.Real.Nodes() {
 		to := filepath.Join(dir, n.Name())
 		if err := os.MkdirAll(to, 0o755); err != nil {
 			fmt.Fprintln(os.Stderr, "keeping the nodes' logs:", err)
