@@ -173,7 +173,8 @@ func (l *stallingListener) Close() error {
 func TestAwaitTransportHandshake(t *testing.T) {
 	t.Parallel()
 	// serve starts a TLS server whose first stalls connections get no handshake, and returns
-	// its listener, URL and a client transport that trusts it and gives up on a handshake soon.
+	// its listener, URL and a client transport that trusts it and gives up on a handshake after a
+	// second: soon, yet long enough for a real handshake under the race detector on a busy machine.
 	serve := func(t *testing.T, stalls int32) (*stallingListener, string, *http.Transport) {
 		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = io.WriteString(w, "{}")
@@ -183,7 +184,7 @@ func TestAwaitTransportHandshake(t *testing.T) {
 		srv.StartTLS()
 		t.Cleanup(srv.Close)
 		tr := srv.Client().Transport.(*http.Transport).Clone()
-		tr.TLSHandshakeTimeout = 100 * time.Millisecond
+		tr.TLSHandshakeTimeout = time.Second
 		t.Cleanup(tr.CloseIdleConnections)
 		return l, srv.URL, tr
 	}
