@@ -98,6 +98,13 @@ type topologyCache struct {
 
 	// running is the listing in progress, nil when none is.
 	running *zoneListing
+	// client is the OpenStack client of the last successful listing, for inputs of clientKey:
+	// the next listing for the same inputs reuses it, and its token with it (it authenticates
+	// again on a 401), instead of asking Keystone for a new token at every recheck. A failed
+	// listing drops it, so that a retry starts from a new token and a fresh catalog, and so do
+	// new inputs.
+	client    topology.ZoneLister
+	clientKey string
 	// awaited is set while a reconcile waits for the first decision: the result then goes to
 	// it, not through events.
 	awaited bool
@@ -127,7 +134,35 @@ func (c *topologyCache) Start(ctx context.Context) error {
 	<-ctx.Done()
 	c.cancel()
 	c.wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setClient(nil, "")
 	return nil
+}
+
+// setClient makes l the client kept for inputs of key, closing the one it replaces. c.mu is held.
+func (c *topologyCache) setClient(l topology.ZoneLister, key string) {
+	if c.client != nil && c.client != l {
+		closeClient(c.client)
+	}
+	c.client, c.clientKey = l, key
+}
+
+// keptClient returns the client kept for inputs of key, nil when there is none.
+func (c *topologyCache) keptClient(key string) topology.ZoneLister {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.clientKey != key {
+		return nil
+	}
+	return c.client
+}
+
+// closeClient releases a client's idle connections, when it has any to release.
+func closeClient(l topology.ZoneLister) {
+	if c, ok := l.(interface{ Close() }); ok {
+		c.Close()
+	}
 }
 
 // detectionInputs are what a detection depends on.
@@ -233,11 +268,15 @@ func (r *Reconciler) startListing(ctx context.Context, in detectionInputs, key s
 		defer c.wg.Done()
 		defer cancel()
 		defer close(l.done)
-		res := r.detect(lctx, in)
+		res, client := r.detect(lctx, in, key)
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.running != l {
-			return // ended for newer inputs
+			// Ended for newer inputs: its client is for inputs no longer in use.
+			if client != nil && client != c.client {
+				closeClient(client)
+			}
+			return
 		}
 		c.running = nil
 		c.done = true
@@ -253,6 +292,17 @@ func (r *Reconciler) startListing(ctx context.Context, in detectionInputs, key s
 			c.failures++
 		} else {
 			c.failures = 0
+		}
+		switch {
+		case client == nil:
+		case res.failure != "" || (res.backup.Failure != "" && res.backup.Failure != topology.ReasonPermissionDenied):
+			if c.client == client {
+				c.setClient(nil, "")
+			} else {
+				closeClient(client)
+			}
+		default:
+			c.setClient(client, key)
 		}
 		if !c.awaited {
 			c.nudge()
@@ -304,16 +354,41 @@ func (b BackupDetection) after(prev BackupDetection) BackupDetection {
 }
 
 // detect lists the zones once, and the backup services when in asks for them, within the
-// configured timeout, through the proxy the inputs name.
-func (r *Reconciler) detect(ctx context.Context, in detectionInputs) listingResult {
+// configured timeout, through the proxy the inputs name. It uses the client kept for inputs of
+// key, or makes one; it returns the client it listed with (nil when none could be made), for
+// startListing to keep or close.
+func (r *Reconciler) detect(ctx context.Context, in detectionInputs, key string) (listingResult, topology.ZoneLister) {
 	ctx, cancel := context.WithTimeout(ctx, r.Config.OpenStackTimeout)
 	defer cancel()
+	lister := r.topology.keptClient(key)
+	if lister == nil {
+		made, res := r.newClient(ctx, in)
+		if made == nil {
+			return res, nil
+		}
+		lister = made
+	}
+	var res listingResult
+	if d, err := topology.Detect(ctx, lister); err != nil {
+		res.failure, res.message = detectionFailed(ctx, err)
+	} else {
+		res.enabled, res.compute, res.volume = d.Enabled, d.ComputeZones, d.VolumeZones
+	}
+	if in.Backup {
+		res.backup = listBackupServices(ctx, lister)
+	}
+	return res, lister
+}
+
+// newClient authenticates to OpenStack with in's credentials, through the proxy in names. When
+// it cannot, it returns nil and the failed result.
+func (r *Reconciler) newClient(ctx context.Context, in detectionInputs) (topology.ZoneLister, listingResult) {
 	proxy, err := topology.ProxyFunc(topology.ProxySettings{
 		HTTPProxy: in.Proxy.HTTPProxy, HTTPSProxy: in.Proxy.HTTPSProxy, NoProxy: in.Proxy.NoProxy,
 	})
 	if err != nil {
 		failure, message := detectionFailed(ctx, err)
-		return failed(in, failure, message)
+		return nil, failed(in, failure, message)
 	}
 	lister, err := r.Config.NewZoneLister(ctx, topology.Config{
 		CloudsYAML: in.CloudsYAML,
@@ -325,23 +400,9 @@ func (r *Reconciler) detect(ctx context.Context, in detectionInputs) listingResu
 	})
 	if err != nil {
 		failure, message := detectionFailed(ctx, err)
-		return failed(in, failure, message)
+		return nil, failed(in, failure, message)
 	}
-	// A client per detection, so rotated credentials are always the ones used; its idle
-	// connections are released right after.
-	if c, ok := lister.(interface{ Close() }); ok {
-		defer c.Close()
-	}
-	var res listingResult
-	if d, err := topology.Detect(ctx, lister); err != nil {
-		res.failure, res.message = detectionFailed(ctx, err)
-	} else {
-		res.enabled, res.compute, res.volume = d.Enabled, d.ComputeZones, d.VolumeZones
-	}
-	if in.Backup {
-		res.backup = listBackupServices(ctx, lister)
-	}
-	return res
+	return lister, listingResult{}
 }
 
 // listBackupServices lists Cinder's backup services with lister's client. A refusal by Cinder's

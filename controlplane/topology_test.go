@@ -31,9 +31,13 @@ type fakeOpenStack struct {
 	// ends (a hanging Nova); ended counts the listings whose context ended first.
 	gate  chan struct{}
 	ended int
-	// detections counts NewZoneLister calls; configs records what each was given.
+	// detections counts the listings tried: the compute listings and the clients that could not
+	// be made. clients counts NewZoneLister calls; configs records what each was given.
 	detections int
+	clients    int
 	configs    []topology.Config
+	// closed counts the clients closed.
+	closed int
 	// backup and backupErr are Cinder's backup services, or why listing them fails;
 	// backupLists counts the listings.
 	backup      []topology.BackupService
@@ -52,17 +56,31 @@ func (f *fakeOpenStack) BackupServices(context.Context) ([]topology.BackupServic
 func (f *fakeOpenStack) newZoneLister(_ context.Context, cfg topology.Config) (topology.ZoneLister, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.detections++
+	f.clients++
 	f.configs = append(f.configs, cfg)
 	if f.clientErr != nil {
+		f.detections++
 		return nil, f.clientErr
 	}
-	return f, nil
+	return &fakeClient{f}, nil
 }
 
-// ComputeZones implements topology.ZoneLister.
+// fakeClient is one client of the fake cloud: it lists what the cloud serves, and counts its
+// Close.
+type fakeClient struct{ *fakeOpenStack }
+
+// Close implements the client's release of its idle connections.
+func (c *fakeClient) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed++
+}
+
+// ComputeZones implements topology.ZoneLister. A cloud that cannot be reached (clientErr) fails
+// a client made before as it fails a new one.
 func (f *fakeOpenStack) ComputeZones(ctx context.Context) ([]string, error) {
 	f.mu.Lock()
+	f.detections++
 	gate := f.gate
 	f.mu.Unlock()
 	if gate != nil {
@@ -77,6 +95,9 @@ func (f *fakeOpenStack) ComputeZones(ctx context.Context) ([]string, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.clientErr != nil {
+		return nil, f.clientErr
+	}
 	return f.compute, f.computeErr
 }
 
@@ -269,6 +290,56 @@ func TestDecide(t *testing.T) {
 		g.Expect(d.Enabled).To(BeFalse())
 		g.Expect(d.Source).To(Equal(sourceDetected))
 		g.Expect(d.RecheckIn).To(Equal(interval))
+	})
+
+	t.Run("When listing again for the same inputs, it should reuse the client, and make a new one after new credentials or a failure", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		cloud := &fakeOpenStack{compute: matching, volume: matching}
+		c := newFakeClock()
+		r := c.reconciler(cloud, interval)
+		count := func() (clients, closed int) {
+			cloud.mu.Lock()
+			defer cloud.mu.Unlock()
+			return cloud.clients, cloud.closed
+		}
+		for range 3 {
+			g.Expect(r.decide(t.Context(), nil, detectionCreds("a")).Enabled).To(BeTrue())
+			c.advance(interval)
+		}
+		g.Expect(cloud.count()).To(Equal(3))
+		clients, closed := count()
+		g.Expect(clients).To(Equal(1), "one client, one token, for three listings")
+		g.Expect(closed).To(BeZero())
+
+		r.decide(t.Context(), nil, detectionCreds("b"))
+		clients, closed = count()
+		g.Expect(clients).To(Equal(2), "new credentials get a client of their own")
+		g.Expect(closed).To(Equal(1), "the old credentials' client is closed")
+
+		cloud.set(matching, matching, errUnreachable)
+		c.advance(interval)
+		g.Expect(r.decide(t.Context(), nil, detectionCreds("b")).Failure).To(Equal(topology.ReasonUnreachable))
+		clients, closed = count()
+		g.Expect(clients).To(Equal(2), "the failed listing used the kept client")
+		g.Expect(closed).To(Equal(2), "and dropped it")
+		cloud.set(matching, matching, nil)
+		c.advance(interval)
+		g.Expect(r.decide(t.Context(), nil, detectionCreds("b")).Failure).To(BeEmpty())
+		clients, _ = count()
+		g.Expect(clients).To(Equal(3), "the retry starts from a new client")
+
+		cancel := r.topology.cancel
+		r.topology.mu.Lock()
+		kept := r.topology.client
+		r.topology.mu.Unlock()
+		g.Expect(kept).NotTo(BeNil())
+		ctx, stop := context.WithCancel(t.Context())
+		stop()
+		cancel()
+		g.Expect(r.topology.Start(ctx)).To(Succeed())
+		_, closed = count()
+		g.Expect(closed).To(Equal(3), "the manager's stop closes the kept client")
 	})
 
 	t.Run("When the credentials change, it should detect again at once", func(t *testing.T) {

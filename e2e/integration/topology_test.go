@@ -62,6 +62,18 @@ func TestTopology(t *testing.T) {
 			waitRolledOut(g, e)
 		})
 
+		t.Run("When the zones are listed again with the same credentials, it should ask Keystone for no new token", func(t *testing.T) {
+			g := NewWithT(t)
+			computeListings := func() int {
+				return e.OpenStack.CountFunc(func(r fakeopenstack.Request) bool {
+					return r.Endpoint == fakeopenstack.EndpointCompute && strings.Contains(r.Path, "os-availability-zone")
+				})
+			}
+			tokens, listings := e.OpenStack.CountTokenRequests(), computeListings()
+			g.Eventually(computeListings).WithTimeout(installTimeout).WithPolling(poll).Should(BeNumerically(">=", listings+2), "two more rechecks")
+			g.Expect(e.OpenStack.CountTokenRequests()).To(Equal(tokens), "the rechecks reuse the client and its token")
+		})
+
 		t.Run("When the user sets enable_topology to true, it should enable topology on both sides although the zones do not match", func(t *testing.T) {
 			setUserConfig(t, e, map[string]string{names.KeyEnableTopology: "true"})
 			g := NewWithT(t)
