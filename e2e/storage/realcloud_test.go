@@ -73,7 +73,7 @@ func realCloudScenarios(t *testing.T, w *world) {
 	t.Run("When the backup class and per-zone classes are asked for, the classes should follow Cinder's real zones, a member-role credential should get a warning that says what to ask for, and a backup snapshot should restore", func(t *testing.T) {
 		realBackupAndZones(t, w)
 	})
-	t.Run("When a Nova zone is renamed so that Cinder lacks it, the operator should turn topology off, and on again when the name comes back", func(t *testing.T) {
+	t.Run("When a Nova zone is renamed so that Cinder lacks it, the operator should turn topology off, a new volume should have no zone, and topology should come on again when the name comes back", func(t *testing.T) {
 		realTopologyFollowsZones(t, w)
 	})
 	t.Run("When every volume zone is renamed so that no compute zone has its name, topology should go off and say why; with zone_mapping and enable_topology the per-zone classes should pin the mapped compute zones and a claim on the node's class get a volume in the mapped zone", func(t *testing.T) {
@@ -82,7 +82,7 @@ func realCloudScenarios(t *testing.T, w *world) {
 	t.Run("When cinder-api stops, TopologyDegraded should say so within seconds and clear within seconds of its return", func(t *testing.T) {
 		realCinderOutage(t, w)
 	})
-	t.Run("When the credentials rotate from the member's password to an application credential and the password is then changed, only the controller should roll, nothing should fail and no credential should reach the guest", func(t *testing.T) {
+	t.Run("When the credentials rotate with a volume in use from the member's password to an application credential and the password is then changed, only the controller should roll, the volume should stay usable, nothing should fail and no credential should reach the guest", func(t *testing.T) {
 		realRotation(t, w)
 	})
 	t.Run("When the credential may list Cinder's services, the backup warning should follow cinder-backup: clear while it is up, raised when the backup zone has none or it stops", func(t *testing.T) {
@@ -355,6 +355,12 @@ func realTopologyFollowsZones(t *testing.T, w *world) {
 	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 	w.waitAvailable(t)
 	off()
+	// A claim made meanwhile gets a volume in Cinder's default zone, the node's, and a PV
+	// without a zone.
+	ns := w.realNamespace(t, "real-topology")
+	g.Expect(w.Guest.Create(ctx, claim(ns, "unzoned", "", "1Gi"))).To(Succeed())
+	w.runToEnd(t, w.pod(ns, "unzoned", "unzoned", "true", corev1.RestartPolicyNever))
+	g.Expect(pvZones(w.waitBound(t, ns, "unzoned"))).To(BeEmpty(), "with topology off the PV has no zone")
 	on := took(t, "topology turned on after the name came back")
 	g.Expect(w.Cloud.SetComputeZone(ctx, 1, zones[1])).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -404,6 +410,8 @@ func realRotation(t *testing.T, w *world) {
 	nodeBefore := w.daemonSet(g)
 	rsBefore := w.controllerReplicaSets(g)
 	oldPassword := w.Cloud.Member().AuthInfo.Password
+	ns := w.realNamespace(t, "real-rotation")
+	inUse := w.volumeInUse(t, ns)
 
 	g.Expect(w.Cloud.AllowServiceListing(ctx, true)).To(Succeed())
 	cred, id, err := w.Cloud.NewAppCredential(ctx, "rotated-"+w.Env.Mode)
@@ -422,10 +430,13 @@ func realRotation(t *testing.T, w *world) {
 
 	// The old credential goes: nothing uses it any more, so nothing fails.
 	g.Expect(w.Cloud.SetMemberPassword(ctx, fmt.Sprintf("changed-%d", time.Now().UnixNano()))).To(Succeed())
-	ns := w.realNamespace(t, "real-rotation")
 	g.Expect(w.Guest.Create(ctx, claim(ns, "after", "", "1Gi"))).To(Succeed())
 	w.runToEnd(t, w.pod(ns, "after", "after", "true", corev1.RestartPolicyNever))
 	w.waitBound(t, ns, "after")
+	got := &corev1.Pod{}
+	g.Expect(w.Guest.Get(ctx, client.ObjectKeyFromObject(inUse), got)).To(Succeed())
+	g.Expect(got.Status.Phase).To(Equal(corev1.PodRunning), "the pod using a volume through the rotation: %s", podSummary(got))
+	g.Expect(got.Status.ContainerStatuses[0].RestartCount).To(BeZero())
 	g.Expect(degraded.Stop()).To(BeEmpty(), "no Degraded condition was True through the rotation")
 	if w.Env.Mode == env.ModeHyperShift {
 		w.expectNoSecretInGuest(t, oldPassword, cred.AuthInfo.ApplicationCredentialSecret)

@@ -9,13 +9,10 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -73,27 +70,4 @@ func (w *world) snapshotWith(t testing.TB, ns, name, claimName, class string) st
 		g.Expect(ids).To(ContainElement(*content.Status.SnapshotHandle), "Cinder has the snapshot or backup")
 	}).WithTimeout(bindTimeout).WithPolling(poll).Should(Succeed())
 	return name
-}
-
-// rotateCredentials replaces the password login in the credentials Secret with an application
-// credential, as a platform team rotating to a new credential would: the new clouds.yaml
-// differs in content and in kind, and the fake OpenStack accepts both.
-func (w *world) rotateCredentials(t testing.TB) {
-	t.Helper()
-	ctx := context.Background()
-	g := NewWithT(t)
-	clouds, err := w.OpenStack.CloudsYAML(fakeopenstack.CloudOptions{
-		CloudName: env.CloudName, Versionless: true, AppCredential: &rotatedCredential, BaseURL: w.OpenStackURL,
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: names.CredentialsSecret}}
-	g.Expect(env.Edit(ctx, w.Mgmt, s, "someone", func(s *corev1.Secret) {
-		s.Data[names.KeyCloudsYAML] = clouds
-	})).To(Succeed())
-}
-
-// rotatedCredential is the application credential the rotation switches to; the world's fake
-// OpenStack knows it from the start.
-var rotatedCredential = fakeopenstack.AppCredential{
-	ID: "rotated-app-credential", Name: "rotated", UserName: fakeopenstack.DefaultUserName, Secret: "rotated-secret",
 }

@@ -8,7 +8,9 @@
 // against a real OpenStack (package realcloud); TestStorageHyperShift and TestStorageStandalone
 // against the fake (package fakeopenstack), whose attachments are loop devices: the take-over
 // from csi-operator, whose worlds these are, and what a real cloud here cannot do (a snapshot of a
-// volume in use needs Nova's assisted snapshots, which its fake virt driver lacks).
+// volume in use needs Nova's assisted snapshots, which its fake virt driver lacks). A scenario the
+// real cloud's worlds run (provision, attach and delete, topology following the zones, rotation
+// with a volume in use) does not run again on the fake.
 package storage
 
 import (
@@ -31,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -119,26 +120,14 @@ func scenarios(t *testing.T, w *world) {
 	t.Run("When the operator has installed the driver on real nodes, it should be Available", func(t *testing.T) {
 		w.waitAvailable(t)
 	})
-	t.Run("When a pod uses a claim on standard-csi, the volume should be provisioned, attached, mounted and keep its data", func(t *testing.T) {
-		provisionAttachMount(t, w)
-	})
 	t.Run("When a bound volume in use grows, the file system should grow online", func(t *testing.T) {
 		expandInUse(t, w)
 	})
 	t.Run("When a volume in use is snapshotted with the default class, a claim restored from the snapshot should have its data", func(t *testing.T) {
 		snapshotRestore(t, w)
 	})
-	t.Run("When a claim is deleted, the volume should be detached and deleted with nothing left", func(t *testing.T) {
-		deleteClaim(t, w)
-	})
-	t.Run("When topology is on, the volume should carry the zone; when the operator turns it off, new volumes should not", func(t *testing.T) {
-		topology(t, w)
-	})
 	t.Run("When the opt-in features are asked for in a cloud of two compute and two volume zones, each should work on real nodes and each warning should rise with its cause and clear with it", func(t *testing.T) {
 		features(t, w)
-	})
-	t.Run("When the credentials rotate with a volume in use, only the controller should roll and the volume should stay usable", func(t *testing.T) {
-		rotateInUse(t, w)
 	})
 	t.Run("When the operator's container is killed and then its pod deleted, with a volume in use, it should take its lease back and converge without rolling the driver", func(t *testing.T) {
 		operatorRecovers(t, w)
@@ -146,44 +135,6 @@ func scenarios(t *testing.T, w *world) {
 	t.Run("When managementState is Removed with a volume in use, the mount should stay usable until the pod ends", func(t *testing.T) {
 		removedInUse(t, w)
 	})
-}
-
-func provisionAttachMount(t *testing.T, w *world) {
-	ctx := context.Background()
-	g := NewWithT(t)
-	ns := w.namespace(t, "provision")
-	g.Expect(w.Guest.Create(ctx, claim(ns, "data", "", "1Gi"))).To(Succeed())
-	token := fmt.Sprintf("written-%d", time.Now().UnixNano())
-	msg := w.runToEnd(t, w.pod(ns, "writer", "data",
-		"set -e; echo "+token+" > /data/file; sync; cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))
-	g.Expect(msg).To(Equal(token))
-
-	pv := w.waitBound(t, ns, "data")
-	g.Expect(pv.Spec.CSI).NotTo(BeNil())
-	g.Expect(pv.Spec.CSI.Driver).To(Equal(names.DriverName))
-	vol, ok := w.OpenStack.Volume(pv.Spec.CSI.VolumeHandle)
-	g.Expect(ok).To(BeTrue(), "Cinder has no volume %s", pv.Spec.CSI.VolumeHandle)
-	g.Expect(vol.Name).To(Equal(pv.Name))
-	g.Expect(vol.Metadata).To(HaveKeyWithValue(clusterTag, w.InfraID), "the volume is tagged for --cluster")
-	g.Expect(vol.SizeGiB).To(Equal(1))
-
-	// The writer has ended, so the attachment may already be gone; the reader attaches again
-	// and must find the data the writer left on the device.
-	w.deletePod(t, ns, "writer")
-	reader := w.pod(ns, "reader", "data", "cat /data/file > /dev/termination-log; sleep 3600", corev1.RestartPolicyNever)
-	w.startRunning(t, reader)
-	g.Eventually(func(g Gomega) {
-		va := w.attachment(g, pv.Name)
-		g.Expect(va).NotTo(BeNil())
-		g.Expect(va.Status.Attached).To(BeTrue())
-		vol, _ := w.OpenStack.Volume(pv.Spec.CSI.VolumeHandle)
-		g.Expect(vol.Status).To(Equal("in-use"))
-		g.Expect(vol.Attachments).To(HaveLen(1))
-		g.Expect(vol.Attachments[0].ServerID).To(Equal(w.GuestServerID), "attached to the guest node's server")
-	}).WithTimeout(bindTimeout).WithPolling(poll).Should(Succeed())
-	w.deletePod(t, ns, "reader")
-	again := w.runToEnd(t, w.pod(ns, "again", "data", "cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))
-	g.Expect(again).To(Equal(token), "the data survives a new pod")
 }
 
 func expandInUse(t *testing.T, w *world) {
@@ -258,89 +209,6 @@ func snapshotRestore(t *testing.T, w *world) {
 	got := &corev1.Pod{}
 	g.Expect(w.Guest.Get(ctx, client.ObjectKey{Namespace: ns, Name: "writer"}, got)).To(Succeed())
 	g.Expect(got.Status.Phase).To(Equal(corev1.PodRunning), "the writer ran on through the snapshot: %s", podSummary(got))
-}
-
-func deleteClaim(t *testing.T, w *world) {
-	ctx := context.Background()
-	g := NewWithT(t)
-	ns := w.namespace(t, "delete")
-	g.Expect(w.Guest.Create(ctx, claim(ns, "data", "", "1Gi"))).To(Succeed())
-	p := w.pod(ns, "user", "data", "sleep 3600", corev1.RestartPolicyNever)
-	w.startRunning(t, p)
-	pv := w.waitBound(t, ns, "data")
-	id := pv.Spec.CSI.VolumeHandle
-	g.Expect(w.Disks.Device(id)).To(HavePrefix("/dev/loop"), "a loop device backs the attached volume")
-
-	w.deletePod(t, ns, "user")
-	g.Expect(w.Guest.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"}})).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		_, exists := w.OpenStack.Volume(id)
-		g.Expect(exists).To(BeFalse(), "the Cinder volume is deleted")
-		g.Expect(w.Guest.Get(ctx, client.ObjectKey{Name: pv.Name}, &corev1.PersistentVolume{})).NotTo(Succeed(), "the PV is deleted")
-		g.Expect(w.attachment(g, pv.Name)).To(BeNil(), "the VolumeAttachment is deleted")
-		g.Expect(w.Disks.Device(id)).To(BeEmpty(), "the loop device is released")
-	}).WithTimeout(goneTimeout).WithPolling(poll).Should(Succeed())
-}
-
-func topology(t *testing.T, w *world) {
-	ctx := context.Background()
-	g := NewWithT(t)
-	ns := w.namespace(t, "topology")
-	g.Expect(w.driverTopology(g)).To(Equal("true"), "the fake's compute and volume zones match")
-
-	g.Expect(w.Guest.Create(ctx, claim(ns, "zoned", "", "1Gi"))).To(Succeed())
-	p := w.pod(ns, "zoned", "zoned", "true", corev1.RestartPolicyNever)
-	w.runToEnd(t, p)
-	pv := w.waitBound(t, ns, "zoned")
-	g.Expect(pvZones(pv)).To(ConsistOf(w.Zone), "the PV is pinned to the volume's zone")
-	node := &corev1.Node{}
-	g.Expect(w.Guest.Get(ctx, client.ObjectKey{Name: w.GuestNode}, node)).To(Succeed())
-	g.Expect(node.Labels).To(HaveKeyWithValue(zoneKey, w.Zone), "the pod's node is in that zone")
-
-	// A compute zone that Cinder does not have: the operator turns topology off on both sides.
-	off := took(t, "topology turned off on both sides")
-	w.OpenStack.SetComputeZones(fakeopenstack.Zone{Name: w.Zone, Available: true}, fakeopenstack.Zone{Name: "compute-only", Available: true})
-	g.Eventually(func(g Gomega) {
-		g.Expect(w.driverTopology(g)).To(Equal("false"))
-	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
-	w.waitAvailable(t)
-	off()
-	g.Expect(w.Guest.Create(ctx, claim(ns, "unzoned", "", "1Gi"))).To(Succeed())
-	w.runToEnd(t, w.pod(ns, "unzoned", "unzoned", "true", corev1.RestartPolicyNever))
-	g.Expect(pvZones(w.waitBound(t, ns, "unzoned"))).To(BeEmpty(), "with topology off the PV has no zone")
-
-	w.OpenStack.SetComputeZones(fakeopenstack.Zone{Name: w.Zone, Available: true})
-	g.Eventually(func(g Gomega) {
-		g.Expect(w.driverTopology(g)).To(Equal("true"))
-	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
-	w.waitAvailable(t)
-}
-
-func rotateInUse(t *testing.T, w *world) {
-	ctx := context.Background()
-	g := NewWithT(t)
-	ns := w.namespace(t, "rotate")
-	p := w.volumeInUse(t, ns)
-	nodeBefore := w.daemonSet(g)
-	rsBefore := w.controllerReplicaSets(g)
-
-	rotated := took(t, "controller rolled after the rotation")
-	w.rotateCredentials(t)
-	g.Eventually(func(g Gomega) {
-		g.Expect(len(w.controllerReplicaSets(g))).To(BeNumerically(">", len(rsBefore)), "the controller rolls")
-	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
-	w.waitAvailable(t)
-	rotated()
-	g.Expect(w.daemonSet(g).Generation).To(Equal(nodeBefore.Generation), "the node plugin does not roll")
-
-	g.Expect(w.Guest.Create(ctx, claim(ns, "after", "", "1Gi"))).To(Succeed())
-	w.runToEnd(t, w.pod(ns, "after", "after", "true", corev1.RestartPolicyNever))
-	w.waitBound(t, ns, "after")
-
-	got := &corev1.Pod{}
-	g.Expect(w.Guest.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
-	g.Expect(got.Status.Phase).To(Equal(corev1.PodRunning), "the pod using the volume: %s", podSummary(got))
-	g.Expect(got.Status.ContainerStatuses[0].RestartCount).To(BeZero())
 }
 
 func removedInUse(t *testing.T, w *world) {

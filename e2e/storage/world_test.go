@@ -111,9 +111,6 @@ func startWorld(t testing.TB, mode string, o worldOptions) *world {
 	}
 	envStart := time.Now()
 	opts := env.Options{Mode: mode, RealNodes: &env.RealNodeOptions{BinDir: bin}, RealCloud: o.cloud}
-	if o.cloud == nil {
-		opts.AppCredentials = []fakeopenstack.AppCredential{rotatedCredential}
-	}
 	e := env.StartForTest(t, opts)
 	w := &world{
 		Mgmt: e.MgmtClient, Guest: e.GuestClient, Namespace: e.Namespace,
