@@ -87,6 +87,10 @@ FOOTPRINT_TIMEOUT ?= 60m
 # The harness (e2e/) is a Go module of its own, with a replace pointing at the product.
 PRODUCT_MODULE := github.com/cinder-csi-operator/cinder-csi-operator
 E2E_GO := go -C e2e
+# The harness's tests that run without the race detector build as its commands are built (no cgo,
+# -trimpath): they then reuse every package the first phase of make test compiled for those
+# commands, instead of compiling the whole dependency tree a second time with other flags.
+E2E_TEST := CGO_ENABLED=0 $(E2E_GO) test -trimpath
 
 UPSTREAM := $(KUBE_BIN_DIR)/kube-apiserver $(ETCD_BIN_DIR)/etcd $(KWOK_BIN_DIR)/kwok
 
@@ -175,7 +179,7 @@ endif
 test-storage: ## Real storage end to end on real nodes, both modes: the operator-installed driver provisions, attaches and mounts volumes, on the fake cloud (the switch from csi-operator and back with a volume in use) and on a real OpenStack.
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	@$(PREREQS) $(STORAGE_STEPS)
-	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -parallel=$(STORAGE_PARALLEL) -v -run '^TestStorage' ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
+	$(E2E_TEST) -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -parallel=$(STORAGE_PARALLEL) -v -run '^TestStorage' ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
 else
 	$(call skip-real-nodes,test-storage)
 endif
@@ -190,7 +194,7 @@ REALCLOUD_TEST_TIMEOUT ?= 20m
 test-realcloud: ## Install OpenStack Zed from Debian packages, start a real cloud (Keystone, Placement, Nova, Cinder) and check it (Linux, root).
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	@$(PREREQS) openstack
-	$(E2E_GO) test -tags=realcloud -count=1 -timeout=$(REALCLOUD_TEST_TIMEOUT) -v ./realcloud/...
+	$(E2E_TEST) -tags=realcloud -count=1 -timeout=$(REALCLOUD_TEST_TIMEOUT) -v ./realcloud/...
 else
 	$(call skip-real-nodes,test-realcloud)
 endif
@@ -202,7 +206,7 @@ clean-realnode: ## Remove what killed real-node runs left behind (processes, mou
 .PHONY: test-e2e
 test-e2e: ## Run the e2e suite; against MGMT_KUBECONFIG/GUEST_KUBECONFIG if set, else against local clusters.
 	@$(PREREQS) $(CLUSTER_STEPS)
-	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(TEST_TIMEOUT) ./suite/... -args -operator=$(BIN)/cinder-csi-operator
+	$(E2E_TEST) -tags=e2e -count=1 -timeout=$(TEST_TIMEOUT) ./suite/... -args -operator=$(BIN)/cinder-csi-operator
 
 .PHONY: e2e-kind
 e2e-kind: ## Run the e2e suite on two kind clusters, the operator deployed from manifests/install (needs Docker, KIND_NODE_IMAGE, IMAGE and the operand images locally).
@@ -217,7 +221,7 @@ bench: ## Run the Go benchmarks.
 bench-storage: ## Time on real nodes, both modes: operator start to driver Available, first claim Bound, pod Running with the volume.
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	$(MAKE) --no-print-directory real-node-prereqs
-	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -run='^$$' -bench=BenchmarkStorage -benchtime=1x ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
+	$(E2E_TEST) -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -run='^$$' -bench=BenchmarkStorage -benchtime=1x ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
 else
 	$(call skip-real-nodes,bench-storage)
 endif
@@ -225,7 +229,7 @@ endif
 .PHONY: bench-footprint
 bench-footprint: ## The operator process at rest per hosted cluster (idle, busy management cluster, 1000-node guest): RSS, lease writes, other requests, reconciles; summary in bin/footprint.
 	@$(PREREQS) $(CLUSTER_STEPS)
-	$(E2E_GO) test -tags=e2e -count=1 -timeout=$(FOOTPRINT_TIMEOUT) -v -run='^$$' -bench='$(FOOTPRINT_BENCH)' -benchtime=1x ./footprint/ \
+	$(E2E_TEST) -tags=e2e -count=1 -timeout=$(FOOTPRINT_TIMEOUT) -v -run='^$$' -bench='$(FOOTPRINT_BENCH)' -benchtime=1x ./footprint/ \
 	  -args -operator=$(BIN)/cinder-csi-operator -window=$(FOOTPRINT_WINDOW) -out=$(BIN)/footprint
 
 .PHONY: update-golden
