@@ -72,7 +72,8 @@ endef
 REALNODE_HOST_PACKAGES ?= containerd runc containernetworking-plugins iproute2 iptables ipset util-linux mount
 # Three worlds: the fake cloud's two (the take-over) and the real cloud's (both modes, one after
 # the other on one cloud). Two run side by side (go test -parallel), each with clusters and nodes
-# of its own: the real cloud's, the longest, beside the fake's two in turn. On two cores the
+# of its own: the real cloud's, the longest, beside the fake's two in turn. Each HyperShift world
+# ends with the upstream suite's CI subset (its reports under EXTERNAL_STORAGE_OUT/storage). On two cores the
 # worlds' control planes and the cloud keep the processors busy, so more at once would mostly
 # add contention.
 STORAGE_TEST_TIMEOUT ?= 80m
@@ -103,10 +104,11 @@ PREREQS = env BIN=$(BIN) LDFLAGS='$(LDFLAGS)' KUBE_VERSION=$(KUBE_VERSION) ETCD_
 CLUSTER_STEPS := operator control-plane etcd kwok
 SIMULATED_STEPS := operator harness control-plane etcd kwok
 REAL_NODE_STEPS := operator harness host-packages control-plane kubelet operands pause images
-# The storage tests also run a real OpenStack (Debian's packages).
-STORAGE_STEPS := $(REAL_NODE_STEPS) openstack
+# The storage tests also run a real OpenStack (Debian's packages) and the upstream suite's CI
+# subset on it and on the fake.
+STORAGE_STEPS := $(REAL_NODE_STEPS) openstack external-storage-suite
 # make test: both kinds of nodes, the real cloud, and the upstream suite.
-TEST_STEPS := $(STORAGE_STEPS) kwok external-storage-suite
+TEST_STEPS := $(STORAGE_STEPS) kwok
 # run-local's nodes as decided from REAL_NODES and the host (auto: real where Linux and root), once:
 # the steps built and the --real-nodes run-local gets follow it, so a host that then fails
 # run-local's own check says why instead of falling back to simulated nodes it did not build.
@@ -132,9 +134,9 @@ run-local: ## Start local clusters (real nodes where the host allows), a fake Op
 
 .PHONY: test
 test: ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
-	@$(PHASE) "1/7 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(TEST_STEPS),$(SIMULATED_STEPS))
-	@$(PHASE) "2/7 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
-	@e2e/hack/beside.sh $(BIN)/test-logs/harness-integration.log "3/7 harness and integration tests (race detector)" \
+	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(TEST_STEPS),$(SIMULATED_STEPS))
+	@$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
+	@e2e/hack/beside.sh $(BIN)/test-logs/harness-integration.log "3/6 harness and integration tests (race detector)" \
 	  $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -Ev '$(HOST_LOCK_PKGS)') \
 	  -- $(MAKE) --no-print-directory test-after-integration $(BUILT)
 
@@ -145,10 +147,9 @@ test: ## Run unit and integration tests (race detector on), e2e tests, real stor
 # it runs here, in sequence with the other real-node phases, rather than beside them.
 .PHONY: test-after-integration
 test-after-integration:
-	@$(PHASE) "4/7 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e
-	@$(PHASE) "5/7 real-node harness tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -E '$(HOST_LOCK_PKGS)')
-	@$(PHASE) "6/7 storage on real nodes, both modes, on the fake and on a real OpenStack" $(MAKE) --no-print-directory test-storage
-	@$(PHASE) "7/7 upstream external-storage suite, CI subset" $(MAKE) --no-print-directory test-external-storage-ci MODE=hypershift
+	@$(PHASE) "4/6 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e
+	@$(PHASE) "5/6 real-node harness tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -E '$(HOST_LOCK_PKGS)')
+	@$(PHASE) "6/6 storage on real nodes, both modes, on the fake and on a real OpenStack, with the upstream suite's CI subset on each cloud" $(MAKE) --no-print-directory test-storage
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector: no local cluster, real node or upstream binary needed.
@@ -176,10 +177,13 @@ else
 endif
 
 .PHONY: test-storage
-test-storage: ## Real storage end to end on real nodes, both modes: the operator-installed driver provisions, attaches and mounts volumes, on the fake cloud (the switch from csi-operator and back with a volume in use) and on a real OpenStack.
+test-storage: ## Real storage end to end on real nodes, both modes: the operator-installed driver provisions, attaches and mounts volumes, on the fake cloud (the switch from csi-operator and back with a volume in use) and on a real OpenStack; the upstream suite's CI subset on each cloud (HyperShift).
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	@$(PREREQS) $(STORAGE_STEPS)
-	$(E2E_TEST) -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -parallel=$(STORAGE_PARALLEL) -v -run '^TestStorage' ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN)
+	e2e/hack/host-packages.sh busybox-static bind9-dnsutils
+	$(E2E_TEST) -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -parallel=$(STORAGE_PARALLEL) -v -run '^TestStorage' ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN) \
+	  -upstream-suite=$(KUBE_E2E_BIN_DIR) -upstream-kubectl=$(KUBE_BIN_DIR)/kubectl -upstream-out=$(EXTERNAL_STORAGE_OUT)/storage \
+	  -upstream-focus='$(EXTERNAL_STORAGE_CI_FOCUS)' -upstream-skip='$(SKIP)' -upstream-realcloud-skip='$(EXTERNAL_STORAGE_REALCLOUD_SKIP)'
 else
 	$(call skip-real-nodes,test-storage)
 endif

@@ -88,6 +88,11 @@ func realCloudScenarios(t *testing.T, w *world) {
 	t.Run("When the credential may list Cinder's services, the backup warning should follow cinder-backup: clear while it is up, raised when the backup zone has none or it stops", func(t *testing.T) {
 		realBackupWarning(t, w)
 	})
+	if w.Env.Mode == env.ModeHyperShift {
+		t.Run("When the upstream external-storage suite's CI subset runs against the driver on the real cloud, it should pass and leave nothing in Cinder", func(t *testing.T) {
+			upstreamSubset(t, w)
+		})
+	}
 }
 
 // realNamespace is namespace for a scenario on the real cloud: once the namespace is gone, the

@@ -64,13 +64,19 @@ func TestStorageStandalone(t *testing.T) {
 // install manifests. A claim made right after the take-over provisions only once
 // csi-operator's sidecar leases have lapsed, two and a half minutes after the swap, so the
 // scenarios that make no volume run meanwhile and the claim is checked after them. Then the
-// other scenarios, the switch back to csi-operator and the switch from the install manifests.
+// other scenarios, on HyperShift the upstream suite's CI subset, the switch back to csi-operator
+// and the switch from the install manifests.
 func run(t *testing.T, w *world, userZoneClass bool) {
 	finish := switchToOperator(t, w, byImageSwap, userZoneClass)
 	handOver(t, w)
 	volumeFreeScenarios(t, w)
 	t.Run("When the operator has taken over by the image swap, a claim made right after it should be provisioned, attached and mounted once csi-operator's sidecar leases have lapsed, and no Degraded condition of the operator's should have been True from its start until then", finish)
 	scenarios(t, w)
+	if w.Env.Mode == env.ModeHyperShift {
+		t.Run("When the upstream external-storage suite's CI subset runs against the adopted driver on the fake cloud, it should pass", func(t *testing.T) {
+			upstreamSubset(t, w)
+		})
+	}
 	switchBack(t, w)
 	t.Run("When the operator has taken over from its install manifests, no Degraded condition of the operator's should have been True from its start", switchToOperator(t, w, byInstallManifests, false))
 }
