@@ -100,9 +100,9 @@ type topologyCache struct {
 	running *zoneListing
 	// client is the OpenStack client of the last successful listing, for inputs of clientKey:
 	// the next listing for the same inputs reuses it, and its token with it (it authenticates
-	// again on a 401), instead of asking Keystone for a new token at every recheck. A failed
-	// listing drops it, so that a retry starts from a new token and a fresh catalog, and so do
-	// new inputs.
+	// again on a 401), instead of asking Keystone for a new token at every recheck. Its
+	// connections are released after each listing (detect). A failed listing drops it, so that
+	// a retry starts from a new token and a fresh catalog, and so do new inputs.
 	client    topology.ZoneLister
 	clientKey string
 	// awaited is set while a reconcile waits for the first decision: the result then goes to
@@ -368,6 +368,10 @@ func (r *Reconciler) detect(ctx context.Context, in detectionInputs, key string)
 		}
 		lister = made
 	}
+	// The client is kept for its token, not its connections: every listing dials anew, so that
+	// it proves the route as it is now (a proxy that has begun to refuse, a changed address)
+	// rather than through a connection kept alive from an earlier listing.
+	defer closeClient(lister)
 	var res listingResult
 	if d, err := topology.Detect(ctx, lister); err != nil {
 		res.failure, res.message = detectionFailed(ctx, err)
