@@ -11,6 +11,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -40,32 +41,6 @@ func retryDelay(failures int, interval time.Duration) time.Duration {
 		d *= 2
 	}
 	return min(d, limit)
-}
-
-// Topology decision sources, reported in logs and conditions.
-const (
-	sourceOverride  = "override"
-	sourceDetected  = "detected"
-	sourceLastKnown = "last-known"
-	sourceDefault   = "default"
-	sourcePending   = "pending"
-)
-
-// topologyDecision is what the driver gets as --with-topology, and why.
-type topologyDecision struct {
-	Enabled bool
-	Source  string
-	// OverrideFrom names the ConfigMap whose enable_topology overrides (sourceOverride).
-	OverrideFrom string
-	// Failure is the classified reason the last detection failed, empty when it succeeded or
-	// was not needed; FailureMessage is its user-facing sentence (topology.Describe), which
-	// names the proxy when the proxy failed.
-	Failure        topology.Reason
-	FailureMessage string
-	// Zones are the zones the decision was made from, for logs.
-	ComputeZones, VolumeZones []string
-	// RecheckIn is when the zones should be listed again; zero when no detection is needed.
-	RecheckIn time.Duration
 }
 
 // topologyCache remembers the last detection so that reconciles triggered by Kubernetes events do
@@ -236,7 +211,7 @@ func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detectio
 
 	d := Detection{Failure: c.failure, FailureMessage: c.message, ComputeZones: c.compute, VolumeZones: c.volume, Pending: !c.done}
 	if c.ok {
-		d.Enabled = ptrTo(c.enabled)
+		d.Enabled = ptr.To(c.enabled)
 	}
 	if in.Backup {
 		d.Backup = c.backup
@@ -444,13 +419,4 @@ func detectionFailed(ctx context.Context, err error) (topology.Reason, string) {
 		log.Error(err, "Listing the OpenStack availability zones failed", "reason", reason)
 	}
 	return reason, topology.Describe(err)
-}
-
-// failureMessage is the user-facing sentence of the failure: the one detection described, else the
-// reason's own.
-func (d topologyDecision) failureMessage() string {
-	if d.FailureMessage != "" {
-		return d.FailureMessage
-	}
-	return topology.Message(d.Failure)
 }

@@ -29,28 +29,9 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
-
-// Hash input names, one pod-template annotation each.
-const (
-	hashCloudConf   = "configmap-cloud-conf"
-	hashCredentials = "secret-openstack-cloud-credentials"
-	hashProxy       = "proxy-cluster"
-	hashTrustedCA   = "configmap-trusted-ca-bundle"
-	// hashAdditionalTrustBundle is the HostedControlPlane's additional trust bundle.
-	hashAdditionalTrustBundle = "configmap-additional-trust-bundle"
-)
-
-// proxyHash hashes the cluster-wide proxy, "" when there is none.
-func proxyHash(p configv1.ProxyStatus) string {
-	if p == (configv1.ProxyStatus{}) {
-		return ""
-	}
-	return confighash.Data(map[string]string{"http": p.HTTPProxy, "https": p.HTTPSProxy, "no": p.NoProxy}, nil)
-}
 
 // Reconciler keeps the CSI controller and both copies of cloud-conf in shape for the one
 // ClusterCSIDriver, and reports on them in its conditions.

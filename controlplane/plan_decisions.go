@@ -1,0 +1,67 @@
+package controlplane
+
+import (
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+)
+
+// This file holds the plan's vocabulary that the reconciler shares: the pod-template hash
+// annotations and the topology decision with its sources. The plan (plan.go) decides them; the
+// reconciler, the status and the listings in the background only read them.
+
+// Hash input names, one pod-template annotation each.
+const (
+	hashCloudConf   = "configmap-cloud-conf"
+	hashCredentials = "secret-openstack-cloud-credentials"
+	hashProxy       = "proxy-cluster"
+	hashTrustedCA   = "configmap-trusted-ca-bundle"
+	// hashAdditionalTrustBundle is the HostedControlPlane's additional trust bundle.
+	hashAdditionalTrustBundle = "configmap-additional-trust-bundle"
+)
+
+// proxyHash hashes the cluster-wide proxy, "" when there is none.
+func proxyHash(p configv1.ProxyStatus) string {
+	if p == (configv1.ProxyStatus{}) {
+		return ""
+	}
+	return confighash.Data(map[string]string{"http": p.HTTPProxy, "https": p.HTTPSProxy, "no": p.NoProxy}, nil)
+}
+
+// Topology decision sources, reported in logs and conditions.
+const (
+	sourceOverride  = "override"
+	sourceDetected  = "detected"
+	sourceLastKnown = "last-known"
+	sourceDefault   = "default"
+	sourcePending   = "pending"
+)
+
+// topologyDecision is what the driver gets as --with-topology, and why.
+type topologyDecision struct {
+	Enabled bool
+	Source  string
+	// OverrideFrom names the ConfigMap whose enable_topology overrides (sourceOverride).
+	OverrideFrom string
+	// Failure is the classified reason the last detection failed, empty when it succeeded or
+	// was not needed; FailureMessage is its user-facing sentence (topology.Describe), which
+	// names the proxy when the proxy failed.
+	Failure        topology.Reason
+	FailureMessage string
+	// Zones are the zones the decision was made from, for logs.
+	ComputeZones, VolumeZones []string
+	// RecheckIn is when the zones should be listed again; zero when no detection is needed.
+	RecheckIn time.Duration
+}
+
+// failureMessage is the user-facing sentence of the failure: the one detection described, else the
+// reason's own.
+func (d topologyDecision) failureMessage() string {
+	if d.FailureMessage != "" {
+		return d.FailureMessage
+	}
+	return topology.Message(d.Failure)
+}
