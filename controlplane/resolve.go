@@ -10,6 +10,7 @@ import (
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudsyaml"
@@ -204,9 +205,9 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*confi
 	if in.CloudConf != nil {
 		switch in.CloudConf.Data[names.KeyEnableTopology] {
 		case "true":
-			cfg.LastTopology = ptrTo(true)
+			cfg.LastTopology = ptr.To(true)
 		case "false":
-			cfg.LastTopology = ptrTo(false)
+			cfg.LastTopology = ptr.To(false)
 		}
 	}
 	return cfg, problems
@@ -281,5 +282,3 @@ func sentence(s string) string {
 	}
 	return s
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -10,6 +10,7 @@ import (
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
@@ -201,10 +202,10 @@ func TestResolveConfigSource(t *testing.T) {
 			wantKind: installerConfigSource},
 		{name: "When the installer's ConfigMap sets enable_topology, it should override topology",
 			rc: standaloneConfig(), state: installer(map[string]string{"config": installerINI, names.KeyEnableTopology: "false"}),
-			wantKind: installerConfigSource, wantConf: "[BlockStorage]\nignore-volume-az = yes\n", wantOverride: ptrTo(false)},
+			wantKind: installerConfigSource, wantConf: "[BlockStorage]\nignore-volume-az = yes\n", wantOverride: ptr.To(false)},
 		{name: "When the installer's ConfigMap has no key the Infrastructure names, it should take its enable_topology only and not degrade",
 			rc: standaloneConfig(), state: installer(map[string]string{"other": installerINI, names.KeyEnableTopology: "true"}),
-			wantKind: installerConfigSource, wantOverride: ptrTo(true)},
+			wantKind: installerConfigSource, wantOverride: ptr.To(true)},
 		{name: "When the Infrastructure names another key, it should read that key",
 			rc: standaloneConfig(), state: func() State {
 				s := installer(map[string]string{"cloud.conf": installerINI})

@@ -326,7 +326,7 @@ func prepare(obj client.Object, gvk schema.GroupVersionKind, subresource string)
 	} else {
 		delete(m, "status")
 	}
-	pruneNulls(m)
+	PruneNulls(m)
 	return m, nil
 }
 
@@ -338,9 +338,10 @@ func identity(meta map[string]any) map[string]any {
 	return out
 }
 
-// pruneNulls removes null values from maps, recursively. In an apply request a null would be
-// read as "no opinion" at best; leaving it out is clearer and keeps the comparison honest.
-func pruneNulls(v any) {
+// PruneNulls removes null values from the maps in v, recursively, in place. In an apply request
+// a null would be read as "no opinion" at best; leaving it out is clearer and keeps the
+// comparison honest. The golden fixtures leave nulls out for the same reason.
+func PruneNulls(v any) {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, e := range t {
@@ -348,11 +349,11 @@ func pruneNulls(v any) {
 				delete(t, k)
 				continue
 			}
-			pruneNulls(e)
+			PruneNulls(e)
 		}
 	case []any:
 		for _, e := range t {
-			pruneNulls(e)
+			PruneNulls(e)
 		}
 	}
 }

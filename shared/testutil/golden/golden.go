@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 )
 
 // UpdateEnv is the environment variable that, set to "1" (or "true"), makes CompareWithFixture
@@ -110,7 +112,7 @@ func Marshal(objs ...any) ([]byte, error) {
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return nil, fmt.Errorf("object %d (%T): %w", i+1, o, err)
 		}
-		v = pruneNulls(v)
+		apply.PruneNulls(v)
 		if m, ok := v.(map[string]any); ok {
 			delete(m, "status")
 		}
@@ -124,25 +126,6 @@ func Marshal(objs ...any) ([]byte, error) {
 		buf.Write(out)
 	}
 	return buf.Bytes(), nil
-}
-
-// pruneNulls returns v without null map values, recursively.
-func pruneNulls(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			if e == nil {
-				delete(t, k)
-				continue
-			}
-			t[k] = pruneNulls(e)
-		}
-	case []any:
-		for i, e := range t {
-			t[i] = pruneNulls(e)
-		}
-	}
-	return v
 }
 
 // Diff returns "" when want and got are equal, else a line-based report: the line number of the
