@@ -18,6 +18,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/policylabels"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
@@ -243,7 +244,7 @@ func TestDesired(t *testing.T) {
 				}
 			}
 			g.Expect(dep).NotTo(BeNil())
-			for k, v := range manifests.ControllerPolicyLabels() {
+			for k, v := range policylabels.Controller() {
 				g.Expect(dep.Spec.Template.Labels).To(HaveKeyWithValue(k, v))
 			}
 		}

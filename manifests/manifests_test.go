@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/policylabels"
 )
 
 func TestOperand(t *testing.T) {
@@ -44,18 +45,18 @@ func TestOperand(t *testing.T) {
 		g := NewWithT(t)
 		dep, err := Object[*appsv1.Deployment](d, "controller.yaml")
 		g.Expect(err).NotTo(HaveOccurred())
-		for k, v := range ControllerPolicyLabels() {
+		for k, v := range policylabels.Controller() {
 			g.Expect(dep.Spec.Template.Labels).To(HaveKeyWithValue(k, v))
 		}
 	})
 
 	t.Run("When the required label lists are handed out, they should be copies the caller may change", func(t *testing.T) {
 		g := NewWithT(t)
-		l := OperatorPolicyLabels()
-		delete(l, PolicyLabelAPIServer)
-		g.Expect(OperatorPolicyLabels()).To(HaveKey(PolicyLabelAPIServer))
-		g.Expect(OperatorPolicyLabels()).To(HaveLen(4))
-		g.Expect(ControllerPolicyLabels()).To(HaveLen(4))
+		l := policylabels.Operator()
+		delete(l, policylabels.APIServer)
+		g.Expect(policylabels.Operator()).To(HaveKey(policylabels.APIServer))
+		g.Expect(policylabels.Operator()).To(HaveLen(4))
+		g.Expect(policylabels.Controller()).To(HaveLen(4))
 	})
 
 	t.Run("When a manifest is loaded as the wrong type, it should fail", func(t *testing.T) {

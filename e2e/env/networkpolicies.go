@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/policylabels"
 )
 
 // The NetworkPolicies a real cluster puts around the operator, seeded by the local world in every
@@ -71,7 +71,7 @@ func StorageNetworkPolicies() []*networkingv1.NetworkPolicy {
 	ns := GuestNamespace
 	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
 	selecting := func(label string) metav1.LabelSelector {
-		return metav1.LabelSelector{MatchLabels: map[string]string{label: manifests.PolicyAllow}}
+		return metav1.LabelSelector{MatchLabels: map[string]string{label: policylabels.Allow}}
 	}
 	return []*networkingv1.NetworkPolicy{
 		// 09_network-policy-deny-all.yaml (proposed): every pod of the namespace is cut off
@@ -84,35 +84,35 @@ func StorageNetworkPolicies() []*networkingv1.NetworkPolicy {
 		// controller's and the operator's way to OpenStack and, on HyperShift, to the guest
 		// API server).
 		networkPolicy(ns, "allow-all-egress", networkingv1.NetworkPolicySpec{
-			PodSelector: selecting(manifests.PolicyLabelAllEgress),
+			PodSelector: selecting(policylabels.AllEgress),
 			Egress:      []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{portRange(tcp, 1, 65535)}}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 		}),
 		// 09_network-policy-allow-egress-to-api-server.yaml: TCP 6443 out, to anywhere: the API
 		// server behind the kubernetes Service, once the Service address is translated.
 		networkPolicy(ns, "allow-egress-to-api-server", networkingv1.NetworkPolicySpec{
-			PodSelector: selecting(manifests.PolicyLabelAPIServer),
+			PodSelector: selecting(policylabels.APIServer),
 			Egress:      []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{port(tcp, 6443)}}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 		}),
 		// 09_network-policy-allow-ingress-to-metrics.yaml: TCP 9201-9223 in, from anywhere: the
 		// drivers' kube-rbac-proxy metrics ports.
 		networkPolicy(ns, "allow-ingress-to-metrics-range", networkingv1.NetworkPolicySpec{
-			PodSelector: selecting(manifests.PolicyLabelMetricsRange),
+			PodSelector: selecting(policylabels.MetricsRange),
 			Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{portRange(tcp, 9201, 9223)}}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 		}),
 		// 09_network-policy-allow-ingress-to-operator-metrics-range.yaml: TCP 8443-8445 in, from
 		// anywhere: the driver operators' own metrics.
 		networkPolicy(ns, "allow-ingress-to-operator-metrics-range", networkingv1.NetworkPolicySpec{
-			PodSelector: selecting(manifests.PolicyLabelOperatorMetricsRange),
+			PodSelector: selecting(policylabels.OperatorMetricsRange),
 			Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{portRange(tcp, 8443, 8445)}}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 		}),
 		// 09_network-policy-allow-to-dns.yaml: port 5353, TCP and UDP, out to the resolver pods
 		// of openshift-dns only.
 		networkPolicy(ns, "allow-to-dns", networkingv1.NetworkPolicySpec{
-			PodSelector: selecting(manifests.PolicyLabelDNS),
+			PodSelector: selecting(policylabels.DNS),
 			Egress: []networkingv1.NetworkPolicyEgressRule{{
 				To: []networkingv1.NetworkPolicyPeer{{
 					NamespaceSelector: namespaceNamed(DNSNamespace),

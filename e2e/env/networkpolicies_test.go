@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/policylabels"
 )
 
 // The policies as the platform's sources write them, transcribed as YAML: the facts the typed
@@ -105,7 +105,7 @@ func TestNetworkPolicies(t *testing.T) {
 		// What origin's storage conformance test checks of the namespace: for every required
 		// label, some NetworkPolicy selects pods by it.
 		g := NewWithT(t)
-		for _, required := range []map[string]string{manifests.OperatorPolicyLabels(), manifests.ControllerPolicyLabels()} {
+		for _, required := range []map[string]string{policylabels.Operator(), policylabels.Controller()} {
 			for k, v := range required {
 				found := false
 				for _, np := range StorageNetworkPolicies() {

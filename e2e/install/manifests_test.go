@@ -12,9 +12,9 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/install"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
-	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/policylabels"
 )
 
 // guestKubeconfigDir is where the HyperShift operator pod mounts the guest kubeconfig.
@@ -222,7 +222,7 @@ func TestInstallManifests(t *testing.T) {
 		for _, f := range []string{hyperShiftManagementFile, standaloneFile} {
 			deps := objectsOf[*appsv1.Deployment](readManifest(t, f, nil))
 			g.Expect(deps).To(HaveLen(1), f)
-			for k, v := range manifests.OperatorPolicyLabels() {
+			for k, v := range policylabels.Operator() {
 				g.Expect(deps[0].Spec.Template.Labels).To(HaveKeyWithValue(k, v), f)
 			}
 		}

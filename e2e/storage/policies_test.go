@@ -24,8 +24,8 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
-	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/policylabels"
 )
 
 // unlabelledOperator names the copy of the operator's Deployment without its policy labels, and
@@ -203,7 +203,7 @@ func (w *world) deployUnlabelledOperator(t *testing.T) *corev1.Pod {
 	for k := range orig.Spec.Selector.MatchLabels {
 		delete(labels, k)
 	}
-	for k := range manifests.OperatorPolicyLabels() {
+	for k := range policylabels.Operator() {
 		delete(labels, k)
 	}
 	delete(labels, names.NeedManagementKASAccess)
