@@ -262,7 +262,7 @@ func TestDesiredFeatures(t *testing.T) {
 			s := hyperShiftState(false, "")
 			s.Inputs.UserConfig.Data[names.KeyEnableTopology] = "false"
 			s.Inputs.UserConfig.Data[key] = "true"
-			in, ok := detectionFor(hyperShiftConfig(), s)
+			in, ok := resolveState(hyperShiftConfig(), s).listing()
 			g.Expect(ok).To(BeTrue(), key)
 			g.Expect(in.Decided).To(BeTrue(), "the override is a decision in force: nothing to wait for")
 			g.Expect(in.Backup).To(Equal(key == names.KeyBackupSnapshotClass))

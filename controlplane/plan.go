@@ -104,10 +104,47 @@ type Plan struct {
 }
 
 // Desired computes the plan for s. It reads nothing, writes nothing and lists no zones: the
-// reconciler fills s.Detection beforehand, from the listing detectionFor names, and an offline
-// render or a fixture gives a fixed one (Offline). The error is an internal one (an operand
-// manifest that does not decode); invalid input is reported in Plan.Problems.
+// reconciler fills s.Detection beforehand, from the listing its resolution names (listing), and
+// an offline render or a fixture gives a fixed one (Offline). The error is an internal one (an
+// operand manifest that does not decode); invalid input is reported in Plan.Problems.
 func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
+	return desired(d, rc, s, resolveState(rc, s))
+}
+
+// resolution is the inputs of a State resolved once (resolve): the zone listing the plan needs
+// and the plan itself are both made from it, so they cannot disagree.
+type resolution struct {
+	cfg      *config
+	problems []problem
+}
+
+// resolveState resolves s's inputs; nil when the plan for s uses none (Unmanaged, Removed).
+func resolveState(rc Config, s State) *resolution {
+	if !plan.UsesInputs(s.Driver) {
+		return nil
+	}
+	cfg, problems := resolve(rc, plan.Driver(s.Driver), &s.Inputs)
+	return &resolution{cfg: cfg, problems: problems}
+}
+
+// listing returns what a zone listing is made with, and whether the plan uses one at all: only
+// Managed, with valid input, and either without the user's cinder-csi-config deciding topology or
+// with a feature that needs the zones (per-zone classes) or the backup services (the backup class)
+// all the same. The reconciler lists the zones, or asks its cache, before it plans.
+func (res *resolution) listing() (detectionInputs, bool) {
+	if res == nil || len(res.problems) > 0 {
+		return detectionInputs{}, false
+	}
+	cfg := res.cfg
+	if cfg.Override != nil && !cfg.Features.needsZones() {
+		return detectionInputs{}, false
+	}
+	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy,
+		Decided: cfg.LastTopology != nil || cfg.Override != nil, Backup: cfg.Features.BackupClass}, true
+}
+
+// desired is Desired from s's resolution res (resolveState).
+func desired(d *manifests.Decoder, rc Config, s State, res *resolution) (*Plan, error) {
 	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) {
 		return objects(d, rc, &config{ServiceMonitor: s.Inputs.ServiceMonitorCRD, TLS: tlsprofile.Intermediate()}, nil, nil, false)
 	})
@@ -115,12 +152,11 @@ func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
 	if complete || err != nil {
 		return p, err
 	}
-	driver := plan.Driver(s.Driver)
-	cfg, problems := resolve(rc, driver, &s.Inputs)
-	if len(problems) > 0 {
-		p.Problems = problems
+	if len(res.problems) > 0 {
+		p.Problems = res.problems
 		return p, nil
 	}
+	cfg := res.cfg
 	p.Topology = chooseTopology(cfg.Override, s.Detection, cfg.LastTopology)
 	if p.Topology.Source == sourceOverride {
 		p.Topology.OverrideFrom = cfg.Source.ref()
@@ -136,24 +172,6 @@ func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
 	p.ServiceMonitor = cfg.ServiceMonitor && !rc.HyperShift
 	p.TLS = cfg.TLS
 	return p, nil
-}
-
-// detectionFor returns what a zone listing for s is made with, and whether the plan for s uses one
-// at all: only Managed, with valid input, and either without the user's cinder-csi-config
-// deciding topology or with a feature that needs the zones (per-zone classes) or the backup
-// services (the backup class) all the same. It resolves the inputs as Desired does (a pure
-// function of s, so the two agree), which lets the reconciler list the zones, or ask its cache,
-// before it plans.
-func detectionFor(rc Config, s State) (detectionInputs, bool) {
-	if !plan.UsesInputs(s.Driver) {
-		return detectionInputs{}, false
-	}
-	cfg, problems := resolve(rc, plan.Driver(s.Driver), &s.Inputs)
-	if len(problems) > 0 || (cfg.Override != nil && !cfg.Features.needsZones()) {
-		return detectionInputs{}, false
-	}
-	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy,
-		Decided: cfg.LastTopology != nil || cfg.Override != nil, Backup: cfg.Features.BackupClass}, true
 }
 
 // objects returns, in apply order, the node copy of cloud-conf for the guest and the objects

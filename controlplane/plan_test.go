@@ -533,7 +533,7 @@ func TestDesiredDetection(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			_, ok := detectionFor(hyperShiftConfig(), tt.state)
+			_, ok := resolveState(hyperShiftConfig(), tt.state).listing()
 			g.Expect(ok).To(BeFalse())
 		})
 	}
@@ -542,7 +542,7 @@ func TestDesiredDetection(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		s := withInstallerConfig(standaloneState(false, false), map[string]string{names.KeyEnableTopology: "false"})
-		_, ok := detectionFor(standaloneConfig(), s)
+		_, ok := resolveState(standaloneConfig(), s).listing()
 		g.Expect(ok).To(BeFalse())
 	})
 
@@ -550,7 +550,7 @@ func TestDesiredDetection(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		s := hyperShiftState(false, testutil.CA)
-		in, ok := detectionFor(hyperShiftConfig(), s)
+		in, ok := resolveState(hyperShiftConfig(), s).listing()
 		g.Expect(ok).To(BeTrue())
 		g.Expect(string(in.CloudsYAML)).To(Equal(testutil.CloudsYAML))
 		g.Expect(in.CloudName).To(Equal(defaultCloudName))

@@ -139,10 +139,11 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		return ctrl.Result{}, err
 	}
 	s := State{Driver: driver, Inputs: *in}
-	if listing, ok := detectionFor(r.Config, s); ok {
+	res := resolveState(r.Config, s)
+	if listing, ok := res.listing(); ok {
 		s.Detection = r.detection(ctx, listing)
 	}
-	p, err := Desired(r.Decoder, r.Config, s)
+	p, err := desired(r.Decoder, r.Config, s, res)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
