@@ -47,9 +47,9 @@ TEST_PARALLEL ?= 4
 GO_TEST_FLAGS ?=
 # Harness packages test-unit leaves out (a grep -E pattern over import paths): their tests start
 # local clusters (applier, integration, install, localcluster, e2e-kind), need real nodes
-# (realnode), run a containerd (images) or attach loop devices (fakeopenstack). The product's own
+# (realnode), run a containerd (imagetars) or attach loop devices (fakeopenstack). The product's own
 # tests never need any of these.
-NON_UNIT_PKGS := /e2e/(applier|integration|install|localcluster|realnode|cmd/e2e-kind|images|fakeopenstack)$$
+NON_UNIT_PKGS := /e2e/(applier|integration|install|localcluster|realnode|cmd/e2e-kind|imagetars|fakeopenstack)$$
 # Harness packages whose tests take the host-wide real-node lock (a grep -E pattern): test runs
 # them in sequence with the other real-node phases, not beside them.
 HOST_LOCK_PKGS := /e2e/realnode$$
@@ -305,8 +305,8 @@ $(GOLANGCI_LINT):
 # ---- Operand images for real-node e2e: begin (variables and targets of this block only) ----
 # Local builds of what the operator's pods run, for real nodes without any registry: binaries from
 # the Go module proxy (e2e/hack/build-operands.sh, version-keyed under ./bin, only when missing),
-# host tools from Debian packages, packed as OCI layout tars under bin/images by e2e/images.
-# These versions must match images.DefaultVersions (a unit test checks).
+# host tools from Debian packages, packed as OCI layout tars under bin/images by e2e/imagetars.
+# These versions must match operandimages.DefaultVersions (a unit test checks).
 CINDER_CSI_PLUGIN_VERSION ?= v1.36.0
 CSI_PROVISIONER_VERSION ?= v6.4.0
 CSI_ATTACHER_VERSION ?= v4.13.0

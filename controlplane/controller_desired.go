@@ -22,8 +22,8 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 )
@@ -65,7 +65,7 @@ var metricsProxies = []metricsProxy{
 type controllerInputs struct {
 	HyperShift bool
 	Namespace  string
-	Images     images.Controller
+	Images     operandimages.Controller
 	// ClusterID tags the volumes the driver creates (--cluster), for cleanup on deletion.
 	ClusterID string
 	// HighlyAvailable gives two replicas spread over nodes, else one.
@@ -310,7 +310,7 @@ func kubeRBACProxies(image string, profile tlsprofile.Settings) []corev1.Contain
 }
 
 // setControllerImages fills in every container's image by container role.
-func setControllerImages(pod *corev1.PodSpec, img images.Controller) error {
+func setControllerImages(pod *corev1.PodSpec, img operandimages.Controller) error {
 	byName := map[string]string{
 		manifests.ContainerDriver:        img.Driver,
 		manifests.ContainerProvisioner:   img.Provisioner,

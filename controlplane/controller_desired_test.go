@@ -19,8 +19,8 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
 )
@@ -29,8 +29,8 @@ import (
 const hcpNamespace = "clusters-example"
 
 // testImages returns a full set of controller images, each naming its role.
-func testImages() images.Controller {
-	return images.Controller{
+func testImages() operandimages.Controller {
+	return operandimages.Controller{
 		Driver:        "cinder-csi-driver@sha256:d1",
 		Provisioner:   "csi-external-provisioner@sha256:p1",
 		Attacher:      "csi-external-attacher@sha256:a1",
@@ -427,18 +427,18 @@ func TestSetControllerImages(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		edit    func(*images.Controller)
+		edit    func(*operandimages.Controller)
 		extra   string
 		wantErr string
 	}{
 		{name: "When every image is set, it should set each container's image"},
-		{name: "When the driver image is missing, it should name the container", edit: func(i *images.Controller) { i.Driver = "" }, wantErr: "csi-driver"},
-		{name: "When the provisioner image is missing, it should name the container", edit: func(i *images.Controller) { i.Provisioner = "" }, wantErr: "csi-provisioner"},
-		{name: "When the attacher image is missing, it should name the container", edit: func(i *images.Controller) { i.Attacher = "" }, wantErr: "csi-attacher"},
-		{name: "When the resizer image is missing, it should name the container", edit: func(i *images.Controller) { i.Resizer = "" }, wantErr: "csi-resizer"},
-		{name: "When the snapshotter image is missing, it should name the container", edit: func(i *images.Controller) { i.Snapshotter = "" }, wantErr: "csi-snapshotter"},
-		{name: "When the liveness probe image is missing, it should name the container", edit: func(i *images.Controller) { i.LivenessProbe = "" }, wantErr: "csi-liveness-probe"},
-		{name: "When the kube-rbac-proxy image is missing, it should name the container", edit: func(i *images.Controller) { i.KubeRBACProxy = "" }, wantErr: "provisioner-kube-rbac-proxy"},
+		{name: "When the driver image is missing, it should name the container", edit: func(i *operandimages.Controller) { i.Driver = "" }, wantErr: "csi-driver"},
+		{name: "When the provisioner image is missing, it should name the container", edit: func(i *operandimages.Controller) { i.Provisioner = "" }, wantErr: "csi-provisioner"},
+		{name: "When the attacher image is missing, it should name the container", edit: func(i *operandimages.Controller) { i.Attacher = "" }, wantErr: "csi-attacher"},
+		{name: "When the resizer image is missing, it should name the container", edit: func(i *operandimages.Controller) { i.Resizer = "" }, wantErr: "csi-resizer"},
+		{name: "When the snapshotter image is missing, it should name the container", edit: func(i *operandimages.Controller) { i.Snapshotter = "" }, wantErr: "csi-snapshotter"},
+		{name: "When the liveness probe image is missing, it should name the container", edit: func(i *operandimages.Controller) { i.LivenessProbe = "" }, wantErr: "csi-liveness-probe"},
+		{name: "When the kube-rbac-proxy image is missing, it should name the container", edit: func(i *operandimages.Controller) { i.KubeRBACProxy = "" }, wantErr: "provisioner-kube-rbac-proxy"},
 		{name: "When a container has no known image, it should fail", extra: "mystery", wantErr: "mystery"},
 	}
 	for _, tt := range tests {

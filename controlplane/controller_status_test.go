@@ -17,9 +17,9 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
 // statusDeployment returns a Deployment with the given spec replicas, generation and status.
@@ -210,16 +210,16 @@ func TestSetTopologyCondition(t *testing.T) {
 		},
 		{
 			name: "When detection failed and a last known decision exists, it should be degraded and keep that decision",
-			d:    topologyDecision{Enabled: true, Source: sourceLastKnown, Failure: topology.ReasonUnreachable, RecheckIn: time.Minute},
+			d:    topologyDecision{Enabled: true, Source: sourceLastKnown, Failure: openstack.ReasonUnreachable, RecheckIn: time.Minute},
 			want: testutil.CondState{operatorv1.ConditionTrue, names.ReasonOpenStackUnavailable,
-				"Listing the OpenStack availability zones failed: " + topology.Message(topology.ReasonUnreachable) +
+				"Listing the OpenStack availability zones failed: " + openstack.Message(openstack.ReasonUnreachable) +
 					". Topology stays enabled (the last known decision); the operator retries."},
 		},
 		{
 			name: "When detection failed before any decision, it should be degraded and keep topology disabled",
-			d:    topologyDecision{Source: sourceDefault, Failure: topology.ReasonAuthenticationFailed},
+			d:    topologyDecision{Source: sourceDefault, Failure: openstack.ReasonAuthenticationFailed},
 			want: testutil.CondState{operatorv1.ConditionTrue, names.ReasonOpenStackUnavailable,
-				"Listing the OpenStack availability zones failed: " + topology.Message(topology.ReasonAuthenticationFailed) +
+				"Listing the OpenStack availability zones failed: " + openstack.Message(openstack.ReasonAuthenticationFailed) +
 					". Topology stays disabled (no decision could be made yet); the operator retries."},
 		},
 	}
@@ -237,8 +237,8 @@ func TestSetTopologyCondition(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		a, b := testutil.NewSet(time.Unix(0, 0)), testutil.NewSet(time.Unix(1e9, 0))
-		setTopologyCondition(a, topologyDecision{Source: sourceLastKnown, Failure: topology.ReasonTimeout, RecheckIn: time.Second})
-		setTopologyCondition(b, topologyDecision{Source: sourceLastKnown, Failure: topology.ReasonTimeout, RecheckIn: 59 * time.Second})
+		setTopologyCondition(a, topologyDecision{Source: sourceLastKnown, Failure: openstack.ReasonTimeout, RecheckIn: time.Second})
+		setTopologyCondition(b, topologyDecision{Source: sourceLastKnown, Failure: openstack.ReasonTimeout, RecheckIn: 59 * time.Second})
 		g.Expect(testutil.Conditions(a)).To(Equal(testutil.Conditions(b)))
 	})
 }

@@ -98,7 +98,7 @@ type zoneRecord struct {
 // chooseZones returns the zones the node copy carries. An OpenStack outage, or an operator that
 // restarted and has not listed yet, must never drop a per-zone class: until a listing succeeds,
 // the zones the node copy records stay in force, as the topology decision does (chooseTopology).
-// A successful listing always holds zones (topology.Detect fails on an empty list), so an
+// A successful listing always holds zones (openstack.DetectTopology fails on an empty list), so an
 // offline Detection without zones reads as no listing.
 func chooseZones(det Detection, liveNode map[string]string) zoneRecord {
 	if det.Failure == "" && len(det.VolumeZones) > 0 {

@@ -8,9 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
 
@@ -91,16 +91,16 @@ func TestChooseZones(t *testing.T) {
 			det: Detection{Enabled: &yes, ComputeZones: []string{"c3"}, VolumeZones: []string{"v3"}}, live: live,
 			want: zoneRecord{Compute: []string{"c3"}, Volume: []string{"v3"}, Known: true}},
 		{name: "When the latest listing failed, it should keep the zones the live node copy records",
-			det: Detection{Enabled: &yes, Failure: topology.ReasonUnreachable, ComputeZones: []string{"c3"}, VolumeZones: []string{"v3"}}, live: live,
+			det: Detection{Enabled: &yes, Failure: openstack.ReasonUnreachable, ComputeZones: []string{"c3"}, VolumeZones: []string{"v3"}}, live: live,
 			want: zoneRecord{Compute: []string{"c1", "c2"}, Volume: []string{"v1", "v2"}, Known: true}},
 		{name: "When no listing ran in this process (a restart, or no listing needed), it should keep the live node copy's zones",
 			live: live, want: zoneRecord{Compute: []string{"c1", "c2"}, Volume: []string{"v1", "v2"}, Known: true}},
 		{name: "When an offline render gives a decision without zones, it should keep the live node copy's zones",
 			det: Offline(true), live: live, want: zoneRecord{Compute: []string{"c1", "c2"}, Volume: []string{"v1", "v2"}, Known: true}},
 		{name: "When the listing failed and the node copy records nothing, it should keep this process's last success",
-			det:  Detection{Enabled: &yes, Failure: topology.ReasonTimeout, ComputeZones: []string{"c3"}, VolumeZones: []string{"v3"}},
+			det:  Detection{Enabled: &yes, Failure: openstack.ReasonTimeout, ComputeZones: []string{"c3"}, VolumeZones: []string{"v3"}},
 			want: zoneRecord{Compute: []string{"c3"}, Volume: []string{"v3"}, Known: true}},
-		{name: "When no zones are known anywhere, it should say so", det: Detection{Failure: topology.ReasonTimeout}},
+		{name: "When no zones are known anywhere, it should say so", det: Detection{Failure: openstack.ReasonTimeout}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -222,12 +222,12 @@ func TestDesiredFeatures(t *testing.T) {
 			live := planNodeCopy(g, desiredPlan(t, mode.rc, before))
 
 			after := withFeatures(mode.state(), true)
-			after.Detection = Detection{Failure: topology.ReasonUnreachable, Pending: false}
+			after.Detection = Detection{Failure: openstack.ReasonUnreachable, Pending: false}
 			after.Inputs.NodeCloudConf = live
 			after.Inputs.CloudConf = &corev1.ConfigMap{Data: map[string]string{names.KeyEnableTopology: "true"}}
 			p := desiredPlan(t, mode.rc, after)
 			g.Expect(planNodeCopy(g, p).Data).To(Equal(live.Data))
-			g.Expect(p.Topology.Failure).To(Equal(topology.ReasonUnreachable))
+			g.Expect(p.Topology.Failure).To(Equal(openstack.ReasonUnreachable))
 		})
 
 		t.Run("When the mapping changes during an outage "+mode.name+", it should decide the classes again from the recorded zones", func(t *testing.T) {
@@ -236,7 +236,7 @@ func TestDesiredFeatures(t *testing.T) {
 			live := planNodeCopy(g, desiredPlan(t, mode.rc, withFeatures(mode.state(), true)))
 			after := withFeatures(mode.state(), true)
 			after.Inputs.UserConfig.Data[names.KeyZoneMapping] = ""
-			after.Detection = Detection{Failure: topology.ReasonTimeout}
+			after.Detection = Detection{Failure: openstack.ReasonTimeout}
 			after.Inputs.NodeCloudConf = live
 			after.Inputs.CloudConf = &corev1.ConfigMap{Data: map[string]string{names.KeyEnableTopology: "true"}}
 			g.Expect(planNodeCopy(g, desiredPlan(t, mode.rc, after)).Data).To(HaveKeyWithValue(names.KeyZoneClasses,
@@ -274,7 +274,7 @@ func TestTopologyConditionWithOverride(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
 	yes := true
-	d := chooseTopology(&yes, Detection{Failure: topology.ReasonUnreachable}, nil)
+	d := chooseTopology(&yes, Detection{Failure: openstack.ReasonUnreachable}, nil)
 	d.OverrideFrom = "openshift-config/cinder-csi-config"
 	s := testutil.NewSet(newFakeClock().now())
 	setTopologyCondition(s, d)

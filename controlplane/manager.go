@@ -24,10 +24,10 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
 // Default intervals.
@@ -53,7 +53,7 @@ type Config struct {
 	// openshift-cluster-csi-drivers in standalone mode.
 	Namespace string
 	// Images are the controller's operand images.
-	Images images.Controller
+	Images operandimages.Controller
 	// LogLevel is the operator's own verbosity, driven by spec.operatorLogLevel.
 	LogLevel *loglevel.Live
 	// TopologyRecheckInterval is how often the availability zones are listed again.
@@ -63,8 +63,8 @@ type Config struct {
 	// FirstTopologyWait bounds the wait for the first topology decision of a fresh install;
 	// nothing else ever waits for OpenStack.
 	FirstTopologyWait time.Duration
-	// NewZoneLister builds the OpenStack client; tests and the default use topology.NewClient.
-	NewZoneLister func(context.Context, topology.Config) (topology.ZoneLister, error)
+	// NewLister builds the OpenStack client; tests and the default use openstack.NewClient.
+	NewLister func(context.Context, openstack.Config) (openstack.Lister, error)
 	// Proxy is, on HyperShift, the proxy of the operator's own environment (HTTP_PROXY,
 	// HTTPS_PROXY and NO_PROXY, which HyperShift's control-plane operator sets): topology
 	// detection and every controller container use it, as csi-operator's do. Standalone mode
@@ -155,9 +155,9 @@ func Setup(mgr ctrl.Manager, mgmt, guest cluster.Cluster, cfg Config) error {
 		// The ServiceMonitor watch starts later, on the controller namespace's cache.
 		mgmtCache: mgmt.GetCache(),
 	}
-	if cfg.NewZoneLister == nil {
-		cfg.NewZoneLister = func(ctx context.Context, c topology.Config) (topology.ZoneLister, error) {
-			return topology.NewClient(ctx, c)
+	if cfg.NewLister == nil {
+		cfg.NewLister = func(ctx context.Context, c openstack.Config) (openstack.Lister, error) {
+			return openstack.NewClient(ctx, c)
 		}
 	}
 	r.Config = cfg

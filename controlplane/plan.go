@@ -12,9 +12,9 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
 
@@ -39,9 +39,9 @@ type Detection struct {
 	// Enabled is the decision of the last listing that succeeded, nil when none did.
 	Enabled *bool
 	// Failure is why the latest listing failed; empty when it succeeded or none was made.
-	// FailureMessage is its user-facing sentence (topology.Describe), which names the proxy
+	// FailureMessage is its user-facing sentence (openstack.Describe), which names the proxy
 	// when the proxy failed.
-	Failure        topology.Reason
+	Failure        openstack.Reason
 	FailureMessage string
 	// ComputeZones and VolumeZones are the zones of the last success: the per-zone classes and
 	// the node copy's zone keys are made from them (chooseZones), and logs show them.
@@ -60,10 +60,10 @@ type BackupDetection struct {
 	// Listed is whether a listing succeeded; Services are the cinder-backup services of the
 	// last one that did.
 	Listed   bool
-	Services []topology.BackupService
-	// Failure is why the latest listing failed (topology.ReasonPermissionDenied when Cinder's
+	Services []openstack.BackupService
+	// Failure is why the latest listing failed (openstack.ReasonPermissionDenied when Cinder's
 	// policy refused it); FailureMessage its sentence.
-	Failure        topology.Reason
+	Failure        openstack.Reason
 	FailureMessage string
 }
 

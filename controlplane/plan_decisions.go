@@ -6,7 +6,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 )
 
 // This file holds the plan's vocabulary that the reconciler shares: the pod-template hash
@@ -47,9 +47,9 @@ type topologyDecision struct {
 	// OverrideFrom names the ConfigMap whose enable_topology overrides (sourceOverride).
 	OverrideFrom string
 	// Failure is the classified reason the last detection failed, empty when it succeeded or
-	// was not needed; FailureMessage is its user-facing sentence (topology.Describe), which
+	// was not needed; FailureMessage is its user-facing sentence (openstack.Describe), which
 	// names the proxy when the proxy failed.
-	Failure        topology.Reason
+	Failure        openstack.Reason
 	FailureMessage string
 	// Zones are the zones the decision was made from, for logs.
 	ComputeZones, VolumeZones []string
@@ -63,5 +63,5 @@ func (d topologyDecision) failureMessage() string {
 	if d.FailureMessage != "" {
 		return d.FailureMessage
 	}
-	return topology.Message(d.Failure)
+	return openstack.Message(d.Failure)
 }

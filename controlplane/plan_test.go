@@ -15,11 +15,11 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/policylabels"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
 // testUserConfig is a cinder-csi-config with one setting, so the fixtures show it carried over.
@@ -490,12 +490,12 @@ func TestChooseTopology(t *testing.T) {
 	}{
 		{name: "When the user overrides, it should use the override over a detection", override: &no, det: Detection{Enabled: &yes}, want: false, wantSource: sourceOverride},
 		{name: "When the listing succeeded, it should use it over the last known", det: Detection{Enabled: &yes}, lastKnown: &no, want: true, wantSource: sourceDetected},
-		{name: "When the listing failed, it should keep the decision in the live cloud-conf", det: Detection{Enabled: &yes, Failure: topology.ReasonUnreachable}, lastKnown: &no, want: false, wantSource: sourceLastKnown},
-		{name: "When the listing failed without a live decision, it should keep this process's last success", det: Detection{Enabled: &yes, Failure: topology.ReasonUnreachable}, want: true, wantSource: sourceLastKnown},
-		{name: "When nothing is known, it should fall back to false", det: Detection{Failure: topology.ReasonUnreachable}, want: false, wantSource: sourceDefault},
+		{name: "When the listing failed, it should keep the decision in the live cloud-conf", det: Detection{Enabled: &yes, Failure: openstack.ReasonUnreachable}, lastKnown: &no, want: false, wantSource: sourceLastKnown},
+		{name: "When the listing failed without a live decision, it should keep this process's last success", det: Detection{Enabled: &yes, Failure: openstack.ReasonUnreachable}, want: true, wantSource: sourceLastKnown},
+		{name: "When nothing is known, it should fall back to false", det: Detection{Failure: openstack.ReasonUnreachable}, want: false, wantSource: sourceDefault},
 		{name: "When no listing was made and a live decision exists, it should keep it", lastKnown: &yes, want: true, wantSource: sourceLastKnown},
 		{name: "When the user overrides and the listing for the per-zone classes failed, it should keep the override and carry the failure",
-			override: &yes, det: Detection{Enabled: &no, Failure: topology.ReasonUnreachable}, want: true, wantSource: sourceOverride},
+			override: &yes, det: Detection{Enabled: &no, Failure: openstack.ReasonUnreachable}, want: true, wantSource: sourceOverride},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

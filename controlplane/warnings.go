@@ -9,7 +9,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 )
 
 // This file decides the controlplane manager's warning conditions: informational, True while
@@ -149,7 +149,7 @@ func backupWarning(f features, b BackupDetection) warning {
 		w.Message = fmt.Sprintf("The backup VolumeSnapshotClass %s is not asked for.", names.BackupSnapshotClass)
 		return w
 	}
-	if b.Failure == topology.ReasonPermissionDenied {
+	if b.Failure == openstack.ReasonPermissionDenied {
 		w.On, w.Reason = true, names.ReasonBackupServicesForbidden
 		w.Message = fmt.Sprintf("Whether a Cinder backup service runs could not be checked: Cinder refused to list its services to the "+
 			"operator's OpenStack user (its default policy allows that to administrators only). Snapshots of %s fail unless "+
@@ -203,7 +203,7 @@ func backupFailureMessage(b BackupDetection) string {
 	if b.FailureMessage != "" {
 		return b.FailureMessage
 	}
-	return topology.Message(b.Failure)
+	return openstack.Message(b.Failure)
 }
 
 // setWarningConditions writes the warning verdicts.

@@ -9,8 +9,8 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
 // userSource is cinder-csi-config as the source of the driver settings.
@@ -111,7 +111,7 @@ func TestBackupWarning(t *testing.T) {
 	t.Parallel()
 	on := features{BackupClass: true}
 	inZone := features{BackupClass: true, BackupZone: "az2"}
-	listed := func(services ...topology.BackupService) BackupDetection {
+	listed := func(services ...openstack.BackupService) BackupDetection {
 		return BackupDetection{Listed: true, Services: services}
 	}
 	for _, tt := range []struct {
@@ -122,30 +122,30 @@ func TestBackupWarning(t *testing.T) {
 		wantMessage string
 	}{
 		{name: "When the backup class is not asked for, it should not warn, whatever Cinder says", f: defaultFeatures(),
-			b: BackupDetection{Failure: topology.ReasonPermissionDenied}, wantReason: names.ReasonAsExpected,
+			b: BackupDetection{Failure: openstack.ReasonPermissionDenied}, wantReason: names.ReasonAsExpected,
 			wantMessage: "The backup VolumeSnapshotClass standard-csi-backup is not asked for."},
-		{name: "When a backup service is up and enabled, it should not warn", f: on, b: listed(topology.BackupService{Zone: "az1", Usable: true}),
+		{name: "When a backup service is up and enabled, it should not warn", f: on, b: listed(openstack.BackupService{Zone: "az1", Usable: true}),
 			wantReason: names.ReasonAsExpected, wantMessage: "A Cinder backup service is up and enabled for the snapshots of standard-csi-backup."},
-		{name: "When none is up and enabled, it should warn", f: on, b: listed(topology.BackupService{Zone: "az1"}), wantReason: names.ReasonNoBackupService,
+		{name: "When none is up and enabled, it should warn", f: on, b: listed(openstack.BackupService{Zone: "az1"}), wantReason: names.ReasonNoBackupService,
 			wantMessage: "No Cinder backup service (cinder-backup) is up and enabled, so snapshots of standard-csi-backup fail. Start one, or set " +
 				"backup_snapshot_class to false in ConfigMap openshift-config/cinder-csi-config."},
 		{name: "When Cinder has no backup service at all, it should warn", f: on, b: listed(), wantReason: names.ReasonNoBackupService},
 		{name: "When the asked zone has none, it should name the zone and the zones that have one", f: inZone,
-			b: listed(topology.BackupService{Zone: "az1", Usable: true}, topology.BackupService{Zone: "az2"}), wantReason: names.ReasonNoBackupServiceInZone,
+			b: listed(openstack.BackupService{Zone: "az1", Usable: true}, openstack.BackupService{Zone: "az2"}), wantReason: names.ReasonNoBackupServiceInZone,
 			wantMessage: `No Cinder backup service (cinder-backup) is up and enabled in availability zone "az2" (backup_availability_zone), so snapshots ` +
 				"of standard-csi-backup fail. Set backup_availability_zone in ConfigMap openshift-config/cinder-csi-config to a zone with one (az1), " +
 				"or leave it empty to let Cinder choose."},
-		{name: "When the asked zone has one, it should not warn", f: inZone, b: listed(topology.BackupService{Zone: "az2", Usable: true}),
+		{name: "When the asked zone has one, it should not warn", f: inZone, b: listed(openstack.BackupService{Zone: "az2", Usable: true}),
 			wantReason: names.ReasonAsExpected, wantMessage: `A Cinder backup service is up and enabled in availability zone "az2" (backup_availability_zone)`},
 		{name: "When Cinder's policy refuses the listing, it should say it could not be checked and why, with a reason of its own", f: on,
-			b: BackupDetection{Failure: topology.ReasonPermissionDenied}, wantReason: names.ReasonBackupServicesForbidden,
+			b: BackupDetection{Failure: openstack.ReasonPermissionDenied}, wantReason: names.ReasonBackupServicesForbidden,
 			wantMessage: "Whether a Cinder backup service runs could not be checked: Cinder refused to list its services to the operator's OpenStack user " +
 				"(its default policy allows that to administrators only)."},
 		{name: "When the listing failed after a success, it should judge by the last success", f: on,
-			b:          BackupDetection{Listed: true, Services: []topology.BackupService{{Zone: "az1", Usable: true}}, Failure: topology.ReasonUnreachable},
+			b:          BackupDetection{Listed: true, Services: []openstack.BackupService{{Zone: "az1", Usable: true}}, Failure: openstack.ReasonUnreachable},
 			wantReason: names.ReasonAsExpected},
 		{name: "When the listing failed before any success, it should say it could not be checked yet", f: on,
-			b: BackupDetection{Failure: topology.ReasonUnreachable, FailureMessage: topology.Message(topology.ReasonUnreachable)}, wantReason: names.ReasonOpenStackUnavailable,
+			b: BackupDetection{Failure: openstack.ReasonUnreachable, FailureMessage: openstack.Message(openstack.ReasonUnreachable)}, wantReason: names.ReasonOpenStackUnavailable,
 			wantMessage: "Whether a Cinder backup service runs could not be checked yet: The OpenStack API cannot be reached; check auth_url, DNS, " +
 				"the network path and the proxy settings. The operator retries."},
 		{name: "When the first listing is still running, it should not warn yet", f: on, wantReason: names.ReasonAsExpected,

@@ -20,9 +20,9 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
 // Config configures the guest manager.
@@ -30,7 +30,7 @@ type Config struct {
 	// HyperShift selects the hosted-cluster flavour; false is standalone OpenShift.
 	HyperShift bool
 	// Images are the node plugin's operand images.
-	Images images.Node
+	Images operandimages.Node
 	// LogLevel is the operator's own verbosity, driven by spec.operatorLogLevel.
 	LogLevel *loglevel.Live
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
@@ -23,7 +23,7 @@ const hashCloudConf = "configmap-cloud-conf"
 
 // nodeInputs is everything the node DaemonSet is computed from.
 type nodeInputs struct {
-	Images        images.Node
+	Images        operandimages.Node
 	Verbosity     int
 	Topology      bool
 	CloudConfName string

@@ -16,8 +16,8 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
 )
@@ -26,7 +26,7 @@ import (
 // called cloud-conf there.
 func testNodeInputs(topology bool) nodeInputs {
 	return nodeInputs{
-		Images: images.Node{
+		Images: operandimages.Node{
 			Driver:              "cinder-csi-driver@sha256:d1",
 			NodeDriverRegistrar: "csi-node-driver-registrar@sha256:n1",
 			LivenessProbe:       "csi-livenessprobe@sha256:l1",

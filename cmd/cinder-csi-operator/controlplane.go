@@ -15,7 +15,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
 // runControlPlane runs the management-side manager of one hosted cluster.
@@ -33,7 +33,7 @@ func runControlPlane(args []string, stderr io.Writer) error {
 		return errors.New("--guest-kubeconfig is required")
 	}
 	var err error
-	if o.Config.Images, err = images.ControllerImages(os.LookupEnv, true); err != nil {
+	if o.Config.Images, err = operandimages.ControllerImages(os.LookupEnv, true); err != nil {
 		return err
 	}
 	o.Config.Namespace = f.namespace

@@ -9,7 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
 // runGuest runs the guest-side manager of one hosted cluster. It reconciles the guest through
@@ -28,7 +28,7 @@ func runGuest(args []string, stderr io.Writer) error {
 	}
 	var o operator.Guest
 	var err error
-	if o.Config.Images, err = images.NodeImages(os.LookupEnv); err != nil {
+	if o.Config.Images, err = operandimages.NodeImages(os.LookupEnv); err != nil {
 		return err
 	}
 	o.Common = f.common(stderr)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
 // runHostedCluster runs both managers of one hosted cluster in one process: the controlplane
@@ -43,8 +43,8 @@ func newHostedCluster(f *managerFlags, o operator.HostedCluster, stderr io.Write
 	}
 	var err error
 	// Both sets are checked before anything starts, so one message names every missing image.
-	ctrlImages, ctrlErr := images.ControllerImages(os.LookupEnv, true)
-	nodeImages, nodeErr := images.NodeImages(os.LookupEnv)
+	ctrlImages, ctrlErr := operandimages.ControllerImages(os.LookupEnv, true)
+	nodeImages, nodeErr := operandimages.NodeImages(os.LookupEnv)
 	if err := errors.Join(ctrlErr, nodeErr); err != nil {
 		return nil, err
 	}

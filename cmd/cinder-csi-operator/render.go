@@ -22,10 +22,10 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/guest"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
 
@@ -74,12 +74,12 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	}
 	var cpCfg controlplane.Config
 	cpCfg.HyperShift = hyperShift
-	if cpCfg.Images, err = images.ControllerImages(os.LookupEnv, hyperShift); err != nil {
+	if cpCfg.Images, err = operandimages.ControllerImages(os.LookupEnv, hyperShift); err != nil {
 		return err
 	}
 	var gCfg guest.Config
 	gCfg.HyperShift = hyperShift
-	if gCfg.Images, err = images.NodeImages(os.LookupEnv); err != nil {
+	if gCfg.Images, err = operandimages.NodeImages(os.LookupEnv); err != nil {
 		return err
 	}
 	cp := controlplane.State{Inputs: controlplane.Inputs{ServiceMonitorCRD: *monitor}, Detection: detection}
@@ -168,7 +168,7 @@ func offlineDetection(enableTopology, explicit bool, computeZones, volumeZones s
 	compute, volume := zoneclasses.SplitZones(computeZones), zoneclasses.SplitZones(volumeZones)
 	enabled := enableTopology
 	if !explicit {
-		enabled = topology.Enabled(compute, volume)
+		enabled = openstack.TopologyEnabled(compute, volume)
 	}
 	return controlplane.OfflineZones(enabled, compute, volume), nil
 }

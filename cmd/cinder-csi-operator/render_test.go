@@ -8,13 +8,13 @@ import (
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
 )
 
 func setImages(t *testing.T) {
-	for _, v := range []string{images.EnvDriver, images.EnvProvisioner, images.EnvAttacher, images.EnvResizer,
-		images.EnvSnapshotter, images.EnvNodeDriverRegistrar, images.EnvLivenessProbe, images.EnvKubeRBACProxy} {
+	for _, v := range []string{operandimages.EnvDriver, operandimages.EnvProvisioner, operandimages.EnvAttacher, operandimages.EnvResizer,
+		operandimages.EnvSnapshotter, operandimages.EnvNodeDriverRegistrar, operandimages.EnvLivenessProbe, operandimages.EnvKubeRBACProxy} {
 		t.Setenv(v, strings.ToLower(v)+":test")
 	}
 }
@@ -156,7 +156,7 @@ func TestRunRender(t *testing.T) {
 	})
 	t.Run("When an image variable is missing, it should fail naming it", func(t *testing.T) {
 		g := NewWithT(t)
-		t.Setenv(images.EnvAttacher, "")
+		t.Setenv(operandimages.EnvAttacher, "")
 		var out, errOut bytes.Buffer
 		code := run([]string{"render", "--hcp-file=testdata/hcp.yaml", "--credentials-file=testdata/credentials.yaml"}, &out, &errOut)
 		g.Expect(code).To(Equal(1))

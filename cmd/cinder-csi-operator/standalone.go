@@ -9,8 +9,8 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
 // runStandalone runs both managers in one process against one OpenShift cluster.
@@ -35,10 +35,10 @@ func runStandalone(args []string, stderr io.Writer) error {
 // environment, and o's topology settings.
 func newStandalone(f *managerFlags, o operator.Standalone, stderr io.Writer) (*clusters.Manager, error) {
 	var err error
-	if o.ControlPlane.Images, err = images.ControllerImages(os.LookupEnv, false); err != nil {
+	if o.ControlPlane.Images, err = operandimages.ControllerImages(os.LookupEnv, false); err != nil {
 		return nil, err
 	}
-	if o.Guest.Images, err = images.NodeImages(os.LookupEnv); err != nil {
+	if o.Guest.Images, err = operandimages.NodeImages(os.LookupEnv); err != nil {
 		return nil, err
 	}
 	o.ControlPlane.Namespace = f.namespace

@@ -17,8 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
 // The Deployments cluster-storage-operator renders for csi-operator (see each file's header).
@@ -32,9 +32,9 @@ const (
 
 // imageVariables are every image variable the operator reads, cleared before each case.
 var imageVariables = []string{
-	images.EnvDriver, images.EnvDriverControlPlane, images.EnvProvisioner, images.EnvAttacher, images.EnvResizer,
-	images.EnvSnapshotter, images.EnvNodeDriverRegistrar, images.EnvLivenessProbe, images.EnvLivenessProbeControlPlane,
-	images.EnvKubeRBACProxy, images.EnvKubeRBACProxyControlPlane,
+	operandimages.EnvDriver, operandimages.EnvDriverControlPlane, operandimages.EnvProvisioner, operandimages.EnvAttacher, operandimages.EnvResizer,
+	operandimages.EnvSnapshotter, operandimages.EnvNodeDriverRegistrar, operandimages.EnvLivenessProbe, operandimages.EnvLivenessProbeControlPlane,
+	operandimages.EnvKubeRBACProxy, operandimages.EnvKubeRBACProxyControlPlane,
 }
 
 // readCSODeployment reads a fixture Deployment and returns it with its one container.
@@ -153,17 +153,17 @@ func TestStart_ClusterStorageOperatorDeployment(t *testing.T) {
 			g.Expect(leaderIdentity(os.Getenv)).To(Equal(tt.namespace + "/" + env["POD_NAME"]))
 
 			// Every image the managers need comes from the Deployment's variables.
-			ctrlImages, err := images.ControllerImages(os.LookupEnv, tt.hyperShift)
+			ctrlImages, err := operandimages.ControllerImages(os.LookupEnv, tt.hyperShift)
 			g.Expect(err).NotTo(HaveOccurred())
-			nodeImages, err := images.NodeImages(os.LookupEnv)
+			nodeImages, err := operandimages.NodeImages(os.LookupEnv)
 			g.Expect(err).NotTo(HaveOccurred())
-			driver := env[images.EnvDriver]
+			driver := env[operandimages.EnvDriver]
 			if tt.hyperShift {
-				driver = env[images.EnvDriverControlPlane]
+				driver = env[operandimages.EnvDriverControlPlane]
 			}
 			g.Expect(ctrlImages.Driver).To(Equal(driver))
-			g.Expect(ctrlImages.KubeRBACProxy).To(Equal(env[images.EnvKubeRBACProxy]))
-			g.Expect(nodeImages.Driver).To(Equal(env[images.EnvDriver]))
+			g.Expect(ctrlImages.KubeRBACProxy).To(Equal(env[operandimages.EnvKubeRBACProxy]))
+			g.Expect(nodeImages.Driver).To(Equal(env[operandimages.EnvDriver]))
 
 			// The whole command gets as far as connecting to its cluster, which a test has not.
 			dir := t.TempDir()

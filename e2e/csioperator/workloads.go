@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
 // Where csi-operator mounts the trusted CA bundle the network operator injects (standalone).
@@ -120,7 +120,7 @@ func controllerDeployment(o Options, hashes map[string]string) *appsv1.Deploymen
 		return c
 	}
 	rbacProxy := func(name, port string, exposed, loopback int) corev1.Container {
-		c := container(name, o.Images[images.EnvKubeRBACProxy], []string{
+		c := container(name, o.Images[operandimages.EnvKubeRBACProxy], []string{
 			fmt.Sprintf("--secure-listen-address=0.0.0.0:%d", exposed), fmt.Sprintf("--upstream=http://127.0.0.1:%d/", loopback),
 			"--tls-cert-file=/etc/tls/private/tls.crt", "--tls-private-key-file=/etc/tls/private/tls.key",
 			"--tls-cipher-suites=" + intermediateCiphers, "--tls-min-version=VersionTLS12", "--logtostderr=true",
@@ -133,7 +133,7 @@ func controllerDeployment(o Options, hashes map[string]string) *appsv1.Deploymen
 	if o.TrustedCA != "" {
 		driverMounts = append(driverMounts, corev1.VolumeMount{Name: TrustedCAVolume, MountPath: TrustedCAPath, ReadOnly: true})
 	}
-	driver := container("csi-driver", o.image(images.EnvDriver, images.EnvDriverControlPlane), []string{
+	driver := container("csi-driver", o.image(operandimages.EnvDriver, operandimages.EnvDriverControlPlane), []string{
 		"/bin/cinder-csi-plugin", "--provide-controller-service=true", "--provide-node-service=false",
 		"--endpoint=$(CSI_ENDPOINT)", "--http-endpoint=localhost:8202", "--cloud-config=$(CLOUD_CONFIG)",
 		"--cluster=" + o.InfraID, "--with-topology=$(ENABLE_TOPOLOGY)", "--v=2",
@@ -144,7 +144,7 @@ func controllerDeployment(o Options, hashes map[string]string) *appsv1.Deploymen
 		ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("healthz")}},
 		InitialDelaySeconds: 10, TimeoutSeconds: 10, PeriodSeconds: 30, FailureThreshold: 5,
 	}
-	liveness := container("csi-liveness-probe", o.image(images.EnvLivenessProbe, images.EnvLivenessProbeControlPlane),
+	liveness := container("csi-liveness-probe", o.image(operandimages.EnvLivenessProbe, operandimages.EnvLivenessProbeControlPlane),
 		[]string{"--csi-address=/csi/csi.sock", "--health-port=10301", "--v=2", "--probe-timeout=10s"},
 		corev1.VolumeMount{Name: "socket-dir", MountPath: "/csi"})
 
@@ -200,13 +200,13 @@ func controllerDeployment(o Options, hashes map[string]string) *appsv1.Deploymen
 		Containers: []corev1.Container{
 			driver,
 			rbacProxy("kube-rbac-proxy-8202", "driver-m", 9202, 8202),
-			sidecar("csi-provisioner", o.Images[images.EnvProvisioner], "--http-endpoint=localhost:8203", "--timeout=3m", "--default-fstype=ext4"),
+			sidecar("csi-provisioner", o.Images[operandimages.EnvProvisioner], "--http-endpoint=localhost:8203", "--timeout=3m", "--default-fstype=ext4"),
 			rbacProxy("provisioner-kube-rbac-proxy", "provisioner-m", 9203, 8203),
-			sidecar("csi-attacher", o.Images[images.EnvAttacher], "--http-endpoint=localhost:8204", "--timeout=3m"),
+			sidecar("csi-attacher", o.Images[operandimages.EnvAttacher], "--http-endpoint=localhost:8204", "--timeout=3m"),
 			rbacProxy("attacher-kube-rbac-proxy", "attacher-m", 9204, 8204),
-			sidecar("csi-resizer", o.Images[images.EnvResizer], "--http-endpoint=localhost:8205"),
+			sidecar("csi-resizer", o.Images[operandimages.EnvResizer], "--http-endpoint=localhost:8205"),
 			rbacProxy("resizer-kube-rbac-proxy", "resizer-m", 9205, 8205),
-			sidecar("csi-snapshotter", o.Images[images.EnvSnapshotter], "--metrics-address=localhost:8206"),
+			sidecar("csi-snapshotter", o.Images[operandimages.EnvSnapshotter], "--metrics-address=localhost:8206"),
 			rbacProxy("snapshotter-kube-rbac-proxy", "snapshotter-m", 9206, 8206),
 			liveness,
 		},
@@ -294,7 +294,7 @@ func nodeDaemonSet(o Options, hashes map[string]string) *appsv1.DaemonSet {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptr.To(t)}}}
 	}
 	bidirectional, hostToContainer := corev1.MountPropagationBidirectional, corev1.MountPropagationHostToContainer
-	driver := container("csi-driver", o.Images[images.EnvDriver], []string{
+	driver := container("csi-driver", o.Images[operandimages.EnvDriver], []string{
 		"/bin/cinder-csi-plugin", "--provide-controller-service=false", "--provide-node-service=true",
 		"--endpoint=$(CSI_ENDPOINT)", "--cloud-config=$(CLOUD_CONFIG)", "--with-topology=$(ENABLE_TOPOLOGY)", "--v=2",
 	}, append([]corev1.VolumeMount{
@@ -314,10 +314,10 @@ func nodeDaemonSet(o Options, hashes map[string]string) *appsv1.DaemonSet {
 		ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/healthz", Port: intstr.FromString("healthz")}},
 		InitialDelaySeconds: 10, TimeoutSeconds: 10, PeriodSeconds: 30, FailureThreshold: 5,
 	}
-	liveness := container("csi-liveness-probe", o.Images[images.EnvLivenessProbe],
+	liveness := container("csi-liveness-probe", o.Images[operandimages.EnvLivenessProbe],
 		[]string{"--csi-address=/csi/csi.sock", "--http-endpoint=127.0.0.1:10300", "--v=2", "--probe-timeout=10s"},
 		corev1.VolumeMount{Name: "socket-dir", MountPath: "/csi"})
-	registrar := container("csi-node-driver-registrar", o.Images[images.EnvNodeDriverRegistrar], []string{
+	registrar := container("csi-node-driver-registrar", o.Images[operandimages.EnvNodeDriverRegistrar], []string{
 		"--csi-address=/csi/csi.sock", "--kubelet-registration-path=/var/lib/kubelet/plugins/cinder.csi.openstack.org/csi.sock",
 		"--http-endpoint=127.0.0.1:10304", "--v=2",
 	}, corev1.VolumeMount{Name: "socket-dir", MountPath: "/csi"}, corev1.VolumeMount{Name: "registration-dir", MountPath: "/registration"})

@@ -21,21 +21,21 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
 // LocalImages are the operand images of local runs. Nothing pulls them (kwok only pretends to
 // run pods), so they name no registry.
 var LocalImages = map[string]string{
-	images.EnvDriver:              "cinder-csi-plugin:local",
-	images.EnvProvisioner:         "csi-provisioner:local",
-	images.EnvAttacher:            "csi-attacher:local",
-	images.EnvResizer:             "csi-resizer:local",
-	images.EnvSnapshotter:         "csi-snapshotter:local",
-	images.EnvNodeDriverRegistrar: "csi-node-driver-registrar:local",
-	images.EnvLivenessProbe:       "csi-livenessprobe:local",
-	images.EnvKubeRBACProxy:       "kube-rbac-proxy:local",
+	operandimages.EnvDriver:              "cinder-csi-plugin:local",
+	operandimages.EnvProvisioner:         "csi-provisioner:local",
+	operandimages.EnvAttacher:            "csi-attacher:local",
+	operandimages.EnvResizer:             "csi-resizer:local",
+	operandimages.EnvSnapshotter:         "csi-snapshotter:local",
+	operandimages.EnvNodeDriverRegistrar: "csi-node-driver-registrar:local",
+	operandimages.EnvLivenessProbe:       "csi-livenessprobe:local",
+	operandimages.EnvKubeRBACProxy:       "kube-rbac-proxy:local",
 }
 
 // LookupLocalImage looks up LocalImages like os.LookupEnv.
@@ -100,11 +100,11 @@ type Operator struct {
 // RunOperator starts the operator against the environment in this process, the same managers
 // the command builds. Stop (or the test's end) stops it.
 func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
-	ctrlImages, err := images.ControllerImages(LookupLocalImage, e.Mode == ModeHyperShift)
+	ctrlImages, err := operandimages.ControllerImages(LookupLocalImage, e.Mode == ModeHyperShift)
 	if err != nil {
 		return nil, err
 	}
-	nodeImages, err := images.NodeImages(LookupLocalImage)
+	nodeImages, err := operandimages.NodeImages(LookupLocalImage)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/imagetars"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/install"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
@@ -76,7 +76,7 @@ type PodOptions struct {
 // resource requests.
 type OperatorPod struct {
 	// Image is the operator's image.
-	Image images.Built
+	Image imagetars.Built
 	// Node is the real node the operator's pod runs on.
 	Node *realnode.Node
 	// Namespace is the operator's namespace: the HCP namespace, or openshift-cluster-csi-drivers.
@@ -158,13 +158,13 @@ func (e *Env) DeployOperator(ctx context.Context, o PodOptions) (*OperatorPod, e
 
 // operatorImage builds the operator's image from binary and imports it on the management node;
 // it also returns the repository root, where the manifests are.
-func (e *Env) operatorImage(ctx context.Context, binary string) (images.Built, string, error) {
-	img, err := images.BuildOperator(e.options.RealNodes.BinDir, binary)
+func (e *Env) operatorImage(ctx context.Context, binary string) (imagetars.Built, string, error) {
+	img, err := imagetars.BuildOperator(e.options.RealNodes.BinDir, binary)
 	if err != nil {
-		return images.Built{}, "", err
+		return imagetars.Built{}, "", err
 	}
 	if err := e.Real.MgmtNode.ImportImages(ctx, img.Tar); err != nil {
-		return images.Built{}, "", fmt.Errorf("importing the operator image: %w", err)
+		return imagetars.Built{}, "", fmt.Errorf("importing the operator image: %w", err)
 	}
 	root, err := localcluster.RepoRoot()
 	return img, root, err
@@ -172,7 +172,7 @@ func (e *Env) operatorImage(ctx context.Context, binary string) (images.Built, s
 
 // watchOperator waits until the pod of the operator's Deployment name, selected by podLabels,
 // is Ready, and watches it from then on.
-func (e *Env) watchOperator(ctx context.Context, img images.Built, name string, podLabels map[string]string) (*OperatorPod, error) {
+func (e *Env) watchOperator(ctx context.Context, img imagetars.Built, name string, podLabels map[string]string) (*OperatorPod, error) {
 	cs, err := kubernetes.NewForConfig(e.MgmtConfig())
 	if err != nil {
 		return nil, err

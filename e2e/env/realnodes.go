@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/imagetars"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -48,7 +48,7 @@ type RealNodeOptions struct {
 // RealNodes is the real part of an environment started with RealNodeOptions.
 type RealNodes struct {
 	// Images are the operand and test images, imported into every node.
-	Images images.Set
+	Images imagetars.Set
 	// MgmtNode runs the operator and the CSI controller; GuestNode runs the node plugin and
 	// the test pods. They are the same node in standalone mode.
 	MgmtNode, GuestNode *realnode.Node
@@ -89,7 +89,7 @@ func (e *Env) prepareRealNodes(ctx context.Context) error {
 	if err := realnode.Check(); err != nil {
 		return err
 	}
-	if r.Images, err = images.BuildAll(ctx, e.options.RealNodes.BinDir); err != nil {
+	if r.Images, err = imagetars.BuildAll(ctx, e.options.RealNodes.BinDir); err != nil {
 		return fmt.Errorf("operand images: %w", err)
 	}
 	count := 2
@@ -133,11 +133,11 @@ func (e *Env) startRealClusters(ctx context.Context, guestOpts localcluster.Opti
 	guestOpts.CRDs = append(guestOpts.CRDs, snapshotCRDs...)
 	guestOpts.Masters, guestOpts.Workers = 0, 0
 
-	pause := r.Images[images.Pause]
+	pause := r.Images[imagetars.Pause]
 	zone := e.Zone()
 	// Every real node enforces NetworkPolicy, as an OpenShift cluster's network plugin does, so
 	// the platform's policies that Start seeds hold for the operator and its operands.
-	netpol := &realnode.NetworkPolicyOptions{KubeRouter: images.KubeRouterPath(o.RealNodes.BinDir, images.DefaultVersions())}
+	netpol := &realnode.NetworkPolicyOptions{KubeRouter: imagetars.KubeRouterPath(o.RealNodes.BinDir, imagetars.DefaultVersions())}
 	nodeLabels := map[string]string{corev1.LabelTopologyZone: zone}
 	if o.Mode == ModeStandalone {
 		guestOpts.RealNodes = r.run.ClusterOptions(r.mgmtCluster())
@@ -150,7 +150,7 @@ func (e *Env) startRealClusters(ctx context.Context, guestOpts localcluster.Opti
 		})
 		if r.GuestNode, err = r.run.StartNode(ctx, realnode.NodeOptions{
 			Cluster: e.Guest, ClusterNumber: r.mgmtCluster(), Name: "master-0",
-			Kubelet: images.KubeletPath(o.RealNodes.BinDir, images.DefaultVersions()), RootDir: realnode.DefaultRootDir,
+			Kubelet: imagetars.KubeletPath(o.RealNodes.BinDir, imagetars.DefaultVersions()), RootDir: realnode.DefaultRootDir,
 			SandboxImage: pause.Ref, Images: r.Images.Tars(), Labels: labels,
 			ExtraIPs:      []net.IP{e.openStackIP()},
 			NetworkPolicy: netpol,
@@ -167,7 +167,7 @@ func (e *Env) startRealClusters(ctx context.Context, guestOpts localcluster.Opti
 		if e.Mgmt, e.Guest, err = localcluster.StartPair(ctx, mgmtOpts, guestOpts); err != nil {
 			return err
 		}
-		kubelet := images.KubeletPath(o.RealNodes.BinDir, images.DefaultVersions())
+		kubelet := imagetars.KubeletPath(o.RealNodes.BinDir, imagetars.DefaultVersions())
 		if r.MgmtNode, err = r.run.StartNode(ctx, realnode.NodeOptions{
 			Cluster: e.Mgmt, ClusterNumber: r.mgmtCluster(), Name: "management-0", Kubelet: kubelet,
 			SandboxImage: pause.Ref, Images: r.Images.Tars(),
@@ -273,7 +273,7 @@ func (e *Env) seedRealNodes(ctx context.Context) error {
 	}}); err != nil {
 		return err
 	}
-	objs := snapshotControllerObjects(r.Images[images.SnapshotController].Ref)
+	objs := snapshotControllerObjects(r.Images[imagetars.SnapshotController].Ref)
 	return createAll(ctx, e.GuestClient, objs)
 }
 

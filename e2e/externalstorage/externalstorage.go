@@ -29,7 +29,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/imagetars"
 )
 
 // TestDriver is the suite's driver definition for the operator-installed driver on the fake
@@ -144,14 +144,14 @@ func BuildImages(dir string, refs map[string]string, agnhostBinary string) ([]st
 	}
 	specs := []struct {
 		name string
-		fs   *images.Rootfs
-		cfg  images.Config
+		fs   *imagetars.Rootfs
+		cfg  imagetars.Config
 	}{
 		// As upstream's images: busybox runs sh, agnhost its pause command unless told otherwise.
-		{BusyBox, busybox, images.Config{Cmd: []string{"sh"}, Env: []string{pathEnv}}},
-		{Agnhost, agnhost, images.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}, Env: []string{pathEnv}}},
+		{BusyBox, busybox, imagetars.Config{Cmd: []string{"sh"}, Env: []string{pathEnv}}},
+		{Agnhost, agnhost, imagetars.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}, Env: []string{pathEnv}}},
 		// Upstream's is a Debian image with no command of its own: bash, as Debian's base.
-		{GlibcDNSTesting, glibc, images.Config{Cmd: []string{"bash"}, Env: []string{pathEnv}}},
+		{GlibcDNSTesting, glibc, imagetars.Config{Cmd: []string{"bash"}, Env: []string{pathEnv}}},
 	}
 	var tars []string
 	for _, s := range specs {
@@ -160,7 +160,7 @@ func BuildImages(dir string, refs map[string]string, agnhostBinary string) ([]st
 			return nil, fmt.Errorf("no reference for image %s", s.name)
 		}
 		tar := filepath.Join(dir, s.name+".tar")
-		if _, err := images.WriteLayout(tar, images.Image{Ref: ref, Config: s.cfg, Rootfs: s.fs}); err != nil {
+		if _, err := imagetars.WriteLayout(tar, imagetars.Image{Ref: ref, Config: s.cfg, Rootfs: s.fs}); err != nil {
 			return nil, fmt.Errorf("writing image %s: %w", ref, err)
 		}
 		tars = append(tars, tar)
@@ -172,8 +172,8 @@ const pathEnv = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 
 // baseRootfs is busybox in /bin with a link per applet, and the few files the suite's commands
 // expect of an image (users for id and ls, a world-writable /tmp).
-func baseRootfs(applets []string) *images.Rootfs {
-	r := images.NewRootfs()
+func baseRootfs(applets []string) *imagetars.Rootfs {
+	r := imagetars.NewRootfs()
 	r.File("/bin/busybox", HostBusybox, 0o755)
 	for _, a := range applets {
 		if a == "bin/busybox" {
@@ -193,7 +193,7 @@ func baseRootfs(applets []string) *images.Rootfs {
 
 // glibcRootfs is the programs of glibcPackages as the host's Debian installed them, each with the
 // libraries and loader it links, and sh as Debian's dash.
-func glibcRootfs() (*images.Rootfs, error) {
+func glibcRootfs() (*imagetars.Rootfs, error) {
 	out, err := exec.Command("dpkg", append([]string{"-L"}, glibcPackages...)...).Output()
 	if err != nil {
 		return nil, fmt.Errorf("listing the files of %s: %w (install them: make test-external-storage does)", strings.Join(glibcPackages, " "), err)
@@ -207,7 +207,7 @@ func glibcRootfs() (*images.Rootfs, error) {
 			programs = append(programs, p)
 		}
 	}
-	r := images.NewRootfs()
+	r := imagetars.NewRootfs()
 	if err := r.Host(programs...); err != nil {
 		return nil, fmt.Errorf("copying %s: %w", strings.Join(glibcPackages, " "), err)
 	}

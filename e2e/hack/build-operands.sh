@@ -4,7 +4,7 @@
 # kube-router (whose network-policy controller enforces NetworkPolicy on real nodes) and the local
 # clusters' etcd from the Go module proxy (and gcc) into version-keyed directories under the bin
 # dir, only when they are missing. No registry, container builder or release download is involved;
-# package e2e/images packs the results into image tars.
+# package e2e/imagetars packs the results into image tars.
 #
 # Usage: build-operands.sh <bin dir> <component>...
 #   components: all | pause | kubelet | etcd | cinder-csi-plugin | sidecars | kube-rbac-proxy |

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
 // OperatorPlaceholder is the operator's own image in the install manifests.
@@ -26,14 +26,14 @@ type OperandImage struct {
 
 // OperandImages are the images the install manifests name, placeholders included.
 var OperandImages = []OperandImage{
-	{Env: images.EnvDriver, Placeholder: "cinder-csi-plugin:latest", Mgmt: true, Guest: true},
-	{Env: images.EnvProvisioner, Placeholder: "csi-provisioner:latest", Mgmt: true},
-	{Env: images.EnvAttacher, Placeholder: "csi-attacher:latest", Mgmt: true},
-	{Env: images.EnvResizer, Placeholder: "csi-resizer:latest", Mgmt: true},
-	{Env: images.EnvSnapshotter, Placeholder: "csi-snapshotter:latest", Mgmt: true},
-	{Env: images.EnvLivenessProbe, Placeholder: "csi-livenessprobe:latest", Mgmt: true, Guest: true},
-	{Env: images.EnvKubeRBACProxy, Placeholder: "kube-rbac-proxy:latest", Mgmt: true},
-	{Env: images.EnvNodeDriverRegistrar, Placeholder: "csi-node-driver-registrar:latest", Guest: true},
+	{Env: operandimages.EnvDriver, Placeholder: "cinder-csi-plugin:latest", Mgmt: true, Guest: true},
+	{Env: operandimages.EnvProvisioner, Placeholder: "csi-provisioner:latest", Mgmt: true},
+	{Env: operandimages.EnvAttacher, Placeholder: "csi-attacher:latest", Mgmt: true},
+	{Env: operandimages.EnvResizer, Placeholder: "csi-resizer:latest", Mgmt: true},
+	{Env: operandimages.EnvSnapshotter, Placeholder: "csi-snapshotter:latest", Mgmt: true},
+	{Env: operandimages.EnvLivenessProbe, Placeholder: "csi-livenessprobe:latest", Mgmt: true, Guest: true},
+	{Env: operandimages.EnvKubeRBACProxy, Placeholder: "kube-rbac-proxy:latest", Mgmt: true},
+	{Env: operandimages.EnvNodeDriverRegistrar, Placeholder: "csi-node-driver-registrar:latest", Guest: true},
 }
 
 // Replacer fills the install manifests' placeholders as an installer does: the HostedControlPlane

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/imagetars"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/install"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
@@ -55,8 +55,8 @@ func TestCSORBACGrantReviews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := images.DefaultVersions()
-	proxyBinary := images.BinaryPath(filepath.Join(root, "bin"), images.KubeRBACProxy, v.KubeRBACProxy)
+	v := imagetars.DefaultVersions()
+	proxyBinary := imagetars.BinaryPath(filepath.Join(root, "bin"), imagetars.KubeRBACProxy, v.KubeRBACProxy)
 	if _, err := os.Stat(proxyBinary); err != nil {
 		t.Skipf("kube-rbac-proxy %s is not built (make operand-binaries): %v", v.KubeRBACProxy, err)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/install"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/policylabels"
 )
 
@@ -176,9 +176,9 @@ func TestInstallManifests(t *testing.T) {
 		c := pod.Containers[0]
 		g.Expect(c.Args).NotTo(BeEmpty())
 		g.Expect(c.Args[0]).To(Equal("standalone"))
-		_, err := images.ControllerImages(envLookup(c), false)
+		_, err := operandimages.ControllerImages(envLookup(c), false)
 		g.Expect(err).NotTo(HaveOccurred(), "controller images")
-		_, err = images.NodeImages(envLookup(c))
+		_, err = operandimages.NodeImages(envLookup(c))
 		g.Expect(err).NotTo(HaveOccurred(), "node images")
 	})
 
@@ -276,15 +276,15 @@ func expectHyperShiftPodRules(g Gomega, dep *appsv1.Deployment) {
 	g.Expect(c.Args).To(ContainElement("--guest-kubeconfig=" + guestKubeconfigDir + "/" + names.KeyKubeconfig))
 	g.Expect(flagValue(c.Args, "--metrics-bind-address")).To(Equal(":8443"))
 	g.Expect(flagValue(c.Args, "--health-probe-bind-address")).To(Equal(":8081"))
-	ctrl, err := images.ControllerImages(envLookup(c), true)
+	ctrl, err := operandimages.ControllerImages(envLookup(c), true)
 	g.Expect(err).NotTo(HaveOccurred(), "controller images")
-	_, err = images.NodeImages(envLookup(c))
+	_, err = operandimages.NodeImages(envLookup(c))
 	g.Expect(err).NotTo(HaveOccurred(), "node images")
 	// The controller runs on the management cluster: every image it has a control-plane
 	// variable for comes from the control-plane release payload, not from the guest's.
 	for env, got := range map[string]string{
-		images.EnvDriverControlPlane: ctrl.Driver, images.EnvLivenessProbeControlPlane: ctrl.LivenessProbe,
-		images.EnvKubeRBACProxyControlPlane: ctrl.KubeRBACProxy,
+		operandimages.EnvDriverControlPlane: ctrl.Driver, operandimages.EnvLivenessProbeControlPlane: ctrl.LivenessProbe,
+		operandimages.EnvKubeRBACProxyControlPlane: ctrl.KubeRBACProxy,
 	} {
 		want, ok := envLookup(c)(env)
 		g.Expect(ok).To(BeTrue(), "%s is set", env)
@@ -379,7 +379,7 @@ func bindPort(g Gomega, addr string) int32 {
 }
 
 // envLookup looks up a container's literal environment like os.LookupEnv.
-func envLookup(c corev1.Container) images.Lookup {
+func envLookup(c corev1.Container) operandimages.Lookup {
 	return func(name string) (string, bool) {
 		for _, e := range c.Env {
 			if e.Name == name && e.ValueFrom == nil {

@@ -19,8 +19,8 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
@@ -39,9 +39,9 @@ func TestRenderMatchesApplied(t *testing.T) {
 	g.Expect(e.MgmtClient.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: names.CredentialsSecret}, creds)).To(Succeed())
 	caCM := configMap(g, e.MgmtClient, e.Namespace, names.HyperShiftCloudConfigMap)
 
-	ctrlImages, err := images.ControllerImages(env.LookupLocalImage, true)
+	ctrlImages, err := operandimages.ControllerImages(env.LookupLocalImage, true)
 	g.Expect(err).NotTo(HaveOccurred())
-	nodeImages, err := images.NodeImages(env.LookupLocalImage)
+	nodeImages, err := operandimages.NodeImages(env.LookupLocalImage)
 	g.Expect(err).NotTo(HaveOccurred())
 	scheme, err := clusters.NewScheme()
 	g.Expect(err).NotTo(HaveOccurred())

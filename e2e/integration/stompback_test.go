@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
 // userManager is the field manager of the edits a user makes with kubectl edit.
@@ -59,7 +59,7 @@ func TestStompBack(t *testing.T) {
 			g.Expect(d.Spec.Replicas).To(Equal(dep0.Spec.Replicas))
 			c := container(&d.Spec.Template.Spec, "csi-driver")
 			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Image).To(Equal(env.LocalImages[images.EnvDriver]))
+			g.Expect(c.Image).To(Equal(env.LocalImages[operandimages.EnvDriver]))
 			g.Expect(c.Args).To(Equal(container(&dep0.Spec.Template.Spec, "csi-driver").Args))
 			g.Expect(mustJSON(g, d.Spec.Template)).To(MatchJSON(mustJSON(g, dep0.Spec.Template)))
 		}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
@@ -81,7 +81,7 @@ func TestStompBack(t *testing.T) {
 			g.Expect(d.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable).To(Equal(ptr.To(intstr.FromString("10%"))))
 			c := container(&d.Spec.Template.Spec, "csi-driver")
 			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Image).To(Equal(env.LocalImages[images.EnvDriver]))
+			g.Expect(c.Image).To(Equal(env.LocalImages[operandimages.EnvDriver]))
 			g.Expect(mustJSON(g, d.Spec.Template)).To(MatchJSON(mustJSON(g, ds0.Spec.Template)))
 		}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
 		waitAvailable(t, e)

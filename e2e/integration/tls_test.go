@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/imagetars"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/tlscheck"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -174,8 +174,8 @@ func checkKubeRBACProxy(t *testing.T, e *env.Env, cs kubernetes.Interface, dep *
 	g := NewWithT(t)
 	root, err := localcluster.RepoRoot()
 	g.Expect(err).NotTo(HaveOccurred())
-	v := images.DefaultVersions()
-	binary := images.BinaryPath(filepath.Join(root, "bin"), images.KubeRBACProxy, v.KubeRBACProxy)
+	v := imagetars.DefaultVersions()
+	binary := imagetars.BinaryPath(filepath.Join(root, "bin"), imagetars.KubeRBACProxy, v.KubeRBACProxy)
 	if _, err := os.Stat(binary); err != nil {
 		t.Skipf("kube-rbac-proxy %s is not built (make operand-binaries): %v", v.KubeRBACProxy, err)
 	}

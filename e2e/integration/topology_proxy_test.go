@@ -21,7 +21,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 )
 
 // proxyOnlyHost is the name clouds.yaml gives the fake OpenStack in the proxy tests. Only the
@@ -111,7 +111,7 @@ func TestTopologyProxy(t *testing.T) {
 			c := condition(g, e, names.ConditionTopologyDegraded)
 			g.Expect(c.Status).To(Equal(operatorv1.ConditionTrue), c.Message)
 			g.Expect(c.Reason).To(Equal(names.ReasonOpenStackUnavailable))
-			g.Expect(c.Message).To(ContainSubstring(topology.Message(topology.ReasonUnreachable) + ". Topology stays enabled"))
+			g.Expect(c.Message).To(ContainSubstring(openstack.Message(openstack.ReasonUnreachable) + ". Topology stays enabled"))
 			g.Expect(c.Message).NotTo(ContainSubstring(proxy.Addr()))
 		}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
 		seen := len(proxy.Connects())

@@ -18,7 +18,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 )
 
 // recheckInterval makes the operator list the zones again soon, so "the next check" comes within
@@ -114,7 +114,7 @@ func TestTopology(t *testing.T) {
 				g.Expect(c.Reason).To(Equal(names.ReasonOpenStackUnavailable))
 				g.Expect(c.Message).To(ContainSubstring("cannot be reached"))
 				// Two sentences: what failed and what to check, then what stays in force.
-				g.Expect(c.Message).To(ContainSubstring(topology.Message(topology.ReasonUnreachable) + ". Topology stays disabled"))
+				g.Expect(c.Message).To(ContainSubstring(openstack.Message(openstack.ReasonUnreachable) + ". Topology stays disabled"))
 				g.Expect(c.Message).NotTo(ContainSubstring(fakeopenstack.DefaultPassword))
 				// The outage is the topology's problem only.
 				d := driver(g, e)

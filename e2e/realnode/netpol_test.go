@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/imagetars"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 )
 
@@ -123,13 +123,13 @@ func TestNetworkPolicy(t *testing.T) {
 	hostSets, hostRules := hostPolicyState(t)
 	g := NewWithT(t)
 
-	v := images.DefaultVersions()
+	v := imagetars.DefaultVersions()
 	pause, toolbox := podImages(t)
 	cluster := localcluster.StartForTest(t, localcluster.Options{Name: "rn-np", RealNodes: run.ClusterOptions(1)})
 	node := StartNodeForTest(t, run, NodeOptions{
 		Cluster: cluster, ClusterNumber: 1, Index: 0,
 		SandboxImage: pause.Ref, Images: []string{pause.Tar, toolbox.Tar},
-		NetworkPolicy: &NetworkPolicyOptions{KubeRouter: images.KubeRouterPath(binDir(t), v)},
+		NetworkPolicy: &NetworkPolicyOptions{KubeRouter: imagetars.KubeRouterPath(binDir(t), v)},
 	})
 	kubelet, containerd := node.Memory()
 	t.Logf("Measured: node start with NetworkPolicy enforcement %s; RSS kubelet %d MiB, containerd %d MiB, kube-router %d MiB",

@@ -31,7 +31,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	"k8s.io/streaming/pkg/httpstream"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/imagetars"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
@@ -175,13 +175,13 @@ func expectNothingLeft(g Gomega, before hostSnapshot, n nodeRecord, runDir strin
 
 // podImages builds the pause and toolbox images the test nodes run; a host that cannot build
 // them is treated like one that cannot run real nodes.
-func podImages(t *testing.T) (pause, toolbox images.Built) {
+func podImages(t *testing.T) (pause, toolbox imagetars.Built) {
 	t.Helper()
-	set, err := images.Build(t.Context(), binDir(t), images.DefaultVersions(), images.Pause, images.Toolbox)
+	set, err := imagetars.Build(t.Context(), binDir(t), imagetars.DefaultVersions(), imagetars.Pause, imagetars.Toolbox)
 	if err != nil {
 		skipOrFail(t, fmt.Errorf("%w: building the pause and toolbox images: %w", ErrHostUnsupported, err))
 	}
-	return set[images.Pause], set[images.Toolbox]
+	return set[imagetars.Pause], set[imagetars.Toolbox]
 }
 
 func TestRealNode(t *testing.T) {
@@ -459,7 +459,7 @@ func TestSweepAfterKill(t *testing.T) {
 	if _, err := KubeletPath(); err != nil {
 		skipOrFail(t, err)
 	}
-	if err := checkNetworkPolicy(&NetworkPolicyOptions{KubeRouter: images.KubeRouterPath(binDir(t), images.DefaultVersions())}); err != nil {
+	if err := checkNetworkPolicy(&NetworkPolicyOptions{KubeRouter: imagetars.KubeRouterPath(binDir(t), imagetars.DefaultVersions())}); err != nil {
 		skipOrFail(t, err)
 	}
 	g := NewWithT(t)
@@ -521,21 +521,21 @@ func TestSweepAfterKill(t *testing.T) {
 // pod, reports the node's record in ready, and waits to be killed.
 func runSweepChild(t *testing.T, ready string) {
 	run := NewRunForTest(t)
-	set, err := images.Build(t.Context(), binDir(t), images.DefaultVersions(), images.Pause, images.Toolbox)
+	set, err := imagetars.Build(t.Context(), binDir(t), imagetars.DefaultVersions(), imagetars.Pause, imagetars.Toolbox)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cluster := localcluster.StartForTest(t, localcluster.Options{Name: "rn-sweep", RealNodes: run.ClusterOptions(1)})
 	node := StartNodeForTest(t, run, NodeOptions{
 		Cluster: cluster, ClusterNumber: 1, Index: 0, RootDir: DefaultRootDir,
-		SandboxImage: set[images.Pause].Ref, Images: []string{set[images.Pause].Tar, set[images.Toolbox].Tar},
-		NetworkPolicy: &NetworkPolicyOptions{KubeRouter: images.KubeRouterPath(binDir(t), images.DefaultVersions())},
+		SandboxImage: set[imagetars.Pause].Ref, Images: []string{set[imagetars.Pause].Tar, set[imagetars.Toolbox].Tar},
+		NetworkPolicy: &NetworkPolicyOptions{KubeRouter: imagetars.KubeRouterPath(binDir(t), imagetars.DefaultVersions())},
 	})
 	cs, err := kubernetes.NewForConfig(cluster.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := testPod("survivor", set[images.Toolbox].Ref, false)
+	pod := testPod("survivor", set[imagetars.Toolbox].Ref, false)
 	pod.Spec.NodeName = node.Name()
 	if _, err := cs.CoreV1().Pods("default").Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ import (
 // restarts cinder-volume, cinder-api and cinder-backup), and the operator is checked against
 // what it promises for that shape:
 //
-//   - the topology decision compares names only (shared/topology.Enabled), so topology goes
+//   - the topology decision compares names only (shared/openstack.TopologyEnabled), so topology goes
 //     off, and TopologyDegraded says why;
 //   - zone_mapping does not turn it on again: with topology off the per-zone classes are one
 //     per volume zone and pin no compute zone (zoneclasses.Decide), the mapping unused;

@@ -17,7 +17,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/csioperator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/imagetars"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realcloud"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
 )
@@ -116,7 +116,7 @@ func startWorld(t testing.TB, mode string, o worldOptions) *world {
 		Mgmt: e.MgmtClient, Guest: e.GuestClient, Namespace: e.Namespace,
 		OpenStack: e.OpenStack, Cloud: o.cloud, OpenStackURL: e.Real.OpenStackURL, Disks: e.Real.Disks,
 		GuestNode: e.Real.GuestNode.Name(), GuestServerID: e.Real.GuestServerID,
-		InfraID: env.DefaultInfraID, Zone: e.Zone(), Toolbox: e.Real.Images[images.Toolbox].Ref,
+		InfraID: env.DefaultInfraID, Zone: e.Zone(), Toolbox: e.Real.Images[imagetars.Toolbox].Ref,
 		EnvUp: time.Since(envStart), OperatorNamespace: e.Namespace, Env: e, operatorBinary: operator,
 	}
 	t.Cleanup(func() {

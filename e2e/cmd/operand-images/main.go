@@ -1,5 +1,5 @@
 // Command operand-images packs the operand, pause and toolbox images as OCI layout tars under
-// <bin>/images (see package e2e/images) and prints one line per image: name, reference, tar. With
+// <bin>/images (see package e2e/imagetars) and prints one line per image: name, reference, tar. With
 // -env it prints the operator's image environment variables instead. The binaries must have been
 // names by e2e/hack/build-operands.sh (`make operand-binaries`).
 //
@@ -17,11 +17,11 @@ import (
 	"sort"
 	"syscall"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/imagetars"
 )
 
 func main() {
-	v := images.DefaultVersions()
+	v := imagetars.DefaultVersions()
 	bin := flag.String("bin", "bin", "the bin dir holding the version-keyed binaries; tars go to <bin>/images")
 	env := flag.Bool("env", false, "print NAME=ref lines of the operator's image environment variables")
 	flag.StringVar(&v.Kube, "kube-version", v.Kube, "k8s.io/kubernetes version (pause source)")
@@ -41,10 +41,10 @@ func main() {
 
 // run packs the named images (all when none is named) and prints them. It is separate from main
 // so that the signal handler is stopped before the process exits with an error.
-func run(bin string, env bool, v images.Versions, want []string) error {
+func run(bin string, env bool, v imagetars.Versions, want []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	set, err := images.Build(ctx, bin, v, want...)
+	set, err := imagetars.Build(ctx, bin, v, want...)
 	if err != nil {
 		return err
 	}

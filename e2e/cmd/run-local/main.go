@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
-	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/imagetars"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
@@ -311,6 +311,6 @@ Try it: a claim on the default StorageClass and a pod that writes to it (on the 
   kubectl --kubeconfig %s wait --for=condition=Ready pod/example --timeout=3m
   kubectl --kubeconfig %s logs example
 
-`, e.Real.GuestNode.Name(), e.Guest.KubeconfigPath(), e.Real.Images[images.Toolbox].Ref,
+`, e.Real.GuestNode.Name(), e.Guest.KubeconfigPath(), e.Real.Images[imagetars.Toolbox].Ref,
 		e.Guest.KubeconfigPath(), e.Guest.KubeconfigPath())
 }

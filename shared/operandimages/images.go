@@ -1,7 +1,7 @@
-// Package images resolves the operand images from the environment variables that
+// Package operandimages resolves the operand images from the environment variables that
 // control-plane-operator and cluster-storage-operator set. The lookup function is passed in, so
 // the package itself never reads the environment and is trivially testable.
-package images
+package operandimages
 
 import (
 	"fmt"

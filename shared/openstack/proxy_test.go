@@ -1,4 +1,4 @@
-package topology_test
+package openstack_test
 
 import (
 	"net/http"
@@ -6,7 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 )
 
 func TestProxyFunc(t *testing.T) {
@@ -15,15 +15,15 @@ func TestProxyFunc(t *testing.T) {
 		httpProxy  = "http://proxy.example.com:3128"
 		httpsProxy = "http://secure-proxy.example.com:3129"
 	)
-	both := topology.ProxySettings{HTTPProxy: httpProxy, HTTPSProxy: httpsProxy}
-	withNoProxy := func(noProxy string) topology.ProxySettings {
+	both := openstack.ProxySettings{HTTPProxy: httpProxy, HTTPSProxy: httpsProxy}
+	withNoProxy := func(noProxy string) openstack.ProxySettings {
 		s := both
 		s.NoProxy = noProxy
 		return s
 	}
 	tests := []struct {
 		name     string
-		settings topology.ProxySettings
+		settings openstack.ProxySettings
 		url      string
 		// want is the proxy URL chosen, "" for a direct connection.
 		want string
@@ -33,14 +33,14 @@ func TestProxyFunc(t *testing.T) {
 		{name: "When an http URL is requested, it should use HTTPProxy",
 			settings: both, url: "http://keystone.example.com:5000/v3", want: httpProxy},
 		{name: "When only HTTPProxy is set, it should reach https URLs directly, as Go does",
-			settings: topology.ProxySettings{HTTPProxy: httpProxy}, url: "https://keystone.example.com/v3"},
+			settings: openstack.ProxySettings{HTTPProxy: httpProxy}, url: "https://keystone.example.com/v3"},
 		{name: "When only HTTPSProxy is set, it should reach http URLs directly",
-			settings: topology.ProxySettings{HTTPSProxy: httpsProxy}, url: "http://keystone.example.com/v3"},
+			settings: openstack.ProxySettings{HTTPSProxy: httpsProxy}, url: "http://keystone.example.com/v3"},
 		{name: "When the proxy has no scheme, it should take it as http",
-			settings: topology.ProxySettings{HTTPSProxy: "proxy.example.com:3128"}, url: "https://keystone.example.com/v3",
+			settings: openstack.ProxySettings{HTTPSProxy: "proxy.example.com:3128"}, url: "https://keystone.example.com/v3",
 			want: "http://proxy.example.com:3128"},
 		{name: "When the proxy URL has credentials, it should keep them for the proxy",
-			settings: topology.ProxySettings{HTTPSProxy: "http://user:pa55@proxy.example.com:3128"}, url: "https://keystone.example.com/v3",
+			settings: openstack.ProxySettings{HTTPSProxy: "http://user:pa55@proxy.example.com:3128"}, url: "https://keystone.example.com/v3",
 			want: "http://user:pa55@proxy.example.com:3128"},
 		{name: "When noProxy names the host, it should connect directly",
 			settings: withNoProxy("keystone.example.com"), url: "https://keystone.example.com:5000/v3"},
@@ -79,7 +79,7 @@ func TestProxyFunc(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			proxy, err := topology.ProxyFunc(tt.settings)
+			proxy, err := openstack.ProxyFunc(tt.settings)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(proxy).NotTo(BeNil())
 			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, tt.url, nil)
@@ -98,8 +98,8 @@ func TestProxyFunc(t *testing.T) {
 	t.Run("When no proxy is set, it should return no function, so the client connects directly", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		for _, s := range []topology.ProxySettings{{}, {NoProxy: ".example.com"}} {
-			proxy, err := topology.ProxyFunc(s)
+		for _, s := range []openstack.ProxySettings{{}, {NoProxy: ".example.com"}} {
+			proxy, err := openstack.ProxyFunc(s)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(proxy).To(BeNil())
 		}
@@ -110,27 +110,27 @@ func TestProxyFuncInvalid(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
-		settings topology.ProxySettings
+		settings openstack.ProxySettings
 		want     string
 	}{
 		{name: "When httpsProxy has an unsupported scheme, it should say which setting",
-			settings: topology.ProxySettings{HTTPSProxy: "ftp://user:s3cret@proxy.example.com:21"}, want: "httpsProxy"},
+			settings: openstack.ProxySettings{HTTPSProxy: "ftp://user:s3cret@proxy.example.com:21"}, want: "httpsProxy"},
 		{name: "When httpProxy is not a URL, it should say which setting",
-			settings: topology.ProxySettings{HTTPProxy: "http://user:s3cret@[::1"}, want: "httpProxy"},
+			settings: openstack.ProxySettings{HTTPProxy: "http://user:s3cret@[::1"}, want: "httpProxy"},
 		{name: "When httpsProxy names no host, it should say which setting",
-			settings: topology.ProxySettings{HTTPSProxy: "http://user:s3cret@:3128"}, want: "httpsProxy"},
+			settings: openstack.ProxySettings{HTTPSProxy: "http://user:s3cret@:3128"}, want: "httpsProxy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			proxy, err := topology.ProxyFunc(tt.settings)
+			proxy, err := openstack.ProxyFunc(tt.settings)
 			g.Expect(proxy).To(BeNil())
-			g.Expect(topology.Classify(err)).To(Equal(topology.ReasonInvalidProxy), "error: %v", err)
+			g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonInvalidProxy), "error: %v", err)
 			g.Expect(err.Error()).To(ContainSubstring(tt.want))
 			// The value may hold credentials: neither the error nor the message repeats it.
 			g.Expect(err.Error()).NotTo(ContainSubstring("s3cret"))
-			g.Expect(topology.Describe(err)).NotTo(ContainSubstring("s3cret"))
+			g.Expect(openstack.Describe(err)).NotTo(ContainSubstring("s3cret"))
 		})
 	}
 }

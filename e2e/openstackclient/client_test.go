@@ -1,7 +1,7 @@
-// Package topology_test runs shared/topology's OpenStack client against the harness's fake OpenStack
+// Package openstackclient_test runs shared/openstack's client against the harness's fake OpenStack
 // (through its CONNECT proxy where a test asks for one): authentication, discovery, zone
 // listing, errors and hangs, as gophercloud meets them.
-package topology_test
+package openstackclient_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/connectproxy"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 )
 
 const (
@@ -61,9 +61,9 @@ func cloudsYAML(t *testing.T, s *fakeopenstack.Server, o fakeopenstack.CloudOpti
 }
 
 // config returns a Config with the fake's CA and the default password cloud.
-func config(t *testing.T, s *fakeopenstack.Server) topology.Config {
+func config(t *testing.T, s *fakeopenstack.Server) openstack.Config {
 	t.Helper()
-	return topology.Config{
+	return openstack.Config{
 		CloudsYAML: cloudsYAML(t, s, fakeopenstack.CloudOptions{}),
 		CloudName:  "openstack",
 		CACertPEM:  s.CACertPEM(),
@@ -72,9 +72,9 @@ func config(t *testing.T, s *fakeopenstack.Server) topology.Config {
 	}
 }
 
-func newClient(t *testing.T, cfg topology.Config) (*topology.Client, error) {
+func newClient(t *testing.T, cfg openstack.Config) (*openstack.Client, error) {
 	t.Helper()
-	c, err := topology.NewClient(t.Context(), cfg)
+	c, err := openstack.NewClient(t.Context(), cfg)
 	if err == nil {
 		t.Cleanup(c.Close)
 	}
@@ -85,7 +85,7 @@ func newClient(t *testing.T, cfg topology.Config) (*topology.Client, error) {
 func expectNoSecret(g Gomega, err error, secrets ...string) {
 	for _, secret := range secrets {
 		g.Expect(err.Error()).NotTo(ContainSubstring(secret))
-		g.Expect(topology.Message(topology.Classify(err))).NotTo(ContainSubstring(secret))
+		g.Expect(openstack.Message(openstack.Classify(err))).NotTo(ContainSubstring(secret))
 	}
 }
 
@@ -146,9 +146,9 @@ func TestClientAuthentication(t *testing.T) {
 
 			c, err := newClient(t, cfg)
 			g.Expect(err).NotTo(HaveOccurred())
-			d, err := topology.Detect(t.Context(), c)
+			d, err := openstack.DetectTopology(t.Context(), c)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(d).To(Equal(topology.Decision{Enabled: true, ComputeZones: []string{"nova"}, VolumeZones: []string{"nova"}}))
+			g.Expect(d).To(Equal(openstack.TopologyDecision{Enabled: true, ComputeZones: []string{"nova"}, VolumeZones: []string{"nova"}}))
 
 			var tokens, discovery []fakeopenstack.Request
 			for _, r := range s.Requests() {
@@ -185,7 +185,7 @@ func TestClientCredentialErrors(t *testing.T) {
 		// cloud overrides the cloud name unless empty; emptyCloud sets it to "".
 		cloud      string
 		emptyCloud bool
-		want       topology.Reason
+		want       openstack.Reason
 		secrets    []string
 	}{
 		{
@@ -195,7 +195,7 @@ func TestClientCredentialErrors(t *testing.T) {
 				b, _ := s.CloudsYAML(fakeopenstack.CloudOptions{User: u})
 				return b
 			},
-			want:    topology.ReasonAuthenticationFailed,
+			want:    openstack.ReasonAuthenticationFailed,
 			secrets: []string{wrongPassword, fakeopenstack.DefaultPassword},
 		},
 		{
@@ -205,7 +205,7 @@ func TestClientCredentialErrors(t *testing.T) {
 				b, _ := s.CloudsYAML(fakeopenstack.CloudOptions{AppCredential: ac})
 				return b
 			},
-			want:    topology.ReasonAuthenticationFailed,
+			want:    openstack.ReasonAuthenticationFailed,
 			secrets: []string{wrongSecret, appCredSecret},
 		},
 		{
@@ -215,28 +215,28 @@ func TestClientCredentialErrors(t *testing.T) {
 				b, _ := s.CloudsYAML(fakeopenstack.CloudOptions{AppCredential: ac})
 				return b
 			},
-			want:    topology.ReasonAuthenticationFailed,
+			want:    openstack.ReasonAuthenticationFailed,
 			secrets: []string{appCredSecret},
 		},
 		{
 			name:    "When the cloud name is not in clouds.yaml, it should fail with CloudNotFound",
 			yaml:    func(s *fakeopenstack.Server) []byte { b, _ := s.CloudsYAML(fakeopenstack.CloudOptions{}); return b },
 			cloud:   "elsewhere",
-			want:    topology.ReasonCloudNotFound,
+			want:    openstack.ReasonCloudNotFound,
 			secrets: []string{fakeopenstack.DefaultPassword},
 		},
 		{
 			name:       "When the cloud name is empty, it should fail with CloudNotFound",
 			yaml:       func(s *fakeopenstack.Server) []byte { b, _ := s.CloudsYAML(fakeopenstack.CloudOptions{}); return b },
 			emptyCloud: true,
-			want:       topology.ReasonCloudNotFound,
+			want:       openstack.ReasonCloudNotFound,
 		},
 		{
 			name: "When clouds.yaml is not YAML, it should fail with InvalidCloudsYAML",
 			yaml: func(*fakeopenstack.Server) []byte {
 				return []byte("clouds:\n  openstack:\n    auth: {auth_url: https://x, password: leaked-pw\n")
 			},
-			want:    topology.ReasonInvalidCloudsYAML,
+			want:    openstack.ReasonInvalidCloudsYAML,
 			secrets: []string{"leaked-pw"},
 		},
 		{
@@ -244,7 +244,7 @@ func TestClientCredentialErrors(t *testing.T) {
 			yaml: func(*fakeopenstack.Server) []byte {
 				return []byte("clouds:\n  openstack:\n    auth: pw-hunter2\n")
 			},
-			want:    topology.ReasonInvalidCloudsYAML,
+			want:    openstack.ReasonInvalidCloudsYAML,
 			secrets: []string{"pw-hunter2"},
 		},
 		{
@@ -253,7 +253,7 @@ func TestClientCredentialErrors(t *testing.T) {
 				// the YAML decoder quotes the first seven bytes: "pw`hunt".
 				return []byte("clouds:\n  openstack:\n    auth: \"pw`hunter2-long\"\n")
 			},
-			want:    topology.ReasonInvalidCloudsYAML,
+			want:    openstack.ReasonInvalidCloudsYAML,
 			secrets: []string{"hunt"},
 		},
 		{
@@ -261,25 +261,25 @@ func TestClientCredentialErrors(t *testing.T) {
 			yaml: func(*fakeopenstack.Server) []byte {
 				return []byte("clouds:\n  openstack:\n    verify: !!bool \"x`hu3`y\"\n")
 			},
-			want:    topology.ReasonInvalidCloudsYAML,
+			want:    openstack.ReasonInvalidCloudsYAML,
 			secrets: []string{"hu3"},
 		},
 		{
 			name:  "When the cloud name holds a newline and is not in clouds.yaml, it should fail with CloudNotFound on one line",
 			yaml:  func(s *fakeopenstack.Server) []byte { b, _ := s.CloudsYAML(fakeopenstack.CloudOptions{}); return b },
 			cloud: "open\nstack",
-			want:  topology.ReasonCloudNotFound,
+			want:  openstack.ReasonCloudNotFound,
 		},
 		{
 			name:  "When clouds.yaml is empty, it should fail with InvalidCloudsYAML",
 			yaml:  func(*fakeopenstack.Server) []byte { return nil },
-			want:  topology.ReasonInvalidCloudsYAML,
+			want:  openstack.ReasonInvalidCloudsYAML,
 			cloud: "openstack",
 		},
 		{
 			name:  "When clouds.yaml has no clouds map, it should fail with InvalidCloudsYAML",
 			yaml:  func(*fakeopenstack.Server) []byte { return []byte("something: else\n") },
-			want:  topology.ReasonInvalidCloudsYAML,
+			want:  openstack.ReasonInvalidCloudsYAML,
 			cloud: "openstack",
 		},
 		{
@@ -294,7 +294,7 @@ clouds:
       user_domain_name: Default
 `)
 			},
-			want:    topology.ReasonMissingAuthFields,
+			want:    openstack.ReasonMissingAuthFields,
 			secrets: []string{"pw-123456"},
 		},
 		{
@@ -309,7 +309,7 @@ clouds:
       user_domain_name: Default
 `)
 			},
-			want: topology.ReasonMissingAuthFields,
+			want: openstack.ReasonMissingAuthFields,
 		},
 		{
 			name: "When the application credential secret is missing, it should fail with MissingAuthFields",
@@ -322,14 +322,14 @@ clouds:
       application_credential_id: ` + appCredID + `
 `)
 			},
-			want: topology.ReasonMissingAuthFields,
+			want: openstack.ReasonMissingAuthFields,
 		},
 		{
 			name: "When the cloud has no auth section, it should fail with MissingAuthFields",
 			yaml: func(*fakeopenstack.Server) []byte {
 				return []byte("clouds:\n  openstack:\n    region_name: RegionOne\n")
 			},
-			want:  topology.ReasonMissingAuthFields,
+			want:  openstack.ReasonMissingAuthFields,
 			cloud: "openstack",
 		},
 		{
@@ -344,7 +344,7 @@ clouds:
       application_credential_secret: s3cr3t-in-url
 `)
 			},
-			want:    topology.ReasonInvalidCloudsYAML,
+			want:    openstack.ReasonInvalidCloudsYAML,
 			secrets: []string{"s3cr3t-in-url"},
 		},
 		{
@@ -353,7 +353,7 @@ clouds:
 				b, _ := s.CloudsYAML(fakeopenstack.CloudOptions{Region: "NoSuchRegion"})
 				return b
 			},
-			want:    topology.ReasonEndpointNotFound,
+			want:    openstack.ReasonEndpointNotFound,
 			secrets: []string{fakeopenstack.DefaultPassword},
 		},
 	}
@@ -373,7 +373,7 @@ clouds:
 
 			_, err := newClient(t, cfg)
 			g.Expect(err).To(HaveOccurred())
-			g.Expect(topology.Classify(err)).To(Equal(tt.want), "error: %v", err)
+			g.Expect(openstack.Classify(err)).To(Equal(tt.want), "error: %v", err)
 			g.Expect(err.Error()).NotTo(ContainSubstring("\n"))
 			expectNoSecret(g, err, tt.secrets...)
 		})
@@ -421,7 +421,7 @@ func TestClientCA(t *testing.T) {
 		cfg.CloudsYAML = data
 		cfg.CACertPEM = nil
 		_, err = newClient(t, cfg)
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonTLSFailure), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonTLSFailure), "error: %v", err)
 	})
 
 	t.Run("When no CA is passed, it should fail with TLSFailure", func(t *testing.T) {
@@ -431,7 +431,7 @@ func TestClientCA(t *testing.T) {
 		cfg := config(t, s)
 		cfg.CACertPEM = nil
 		_, err := newClient(t, cfg)
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonTLSFailure), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonTLSFailure), "error: %v", err)
 		expectNoSecret(g, err, fakeopenstack.DefaultPassword)
 	})
 
@@ -443,7 +443,7 @@ func TestClientCA(t *testing.T) {
 		cfg := config(t, s)
 		cfg.CACertPEM = other.CACertPEM()
 		_, err := newClient(t, cfg)
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonTLSFailure), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonTLSFailure), "error: %v", err)
 		g.Expect(s.CountTokenRequests()).To(BeZero())
 	})
 
@@ -454,7 +454,7 @@ func TestClientCA(t *testing.T) {
 		cfg := config(t, s)
 		cfg.CACertPEM = []byte("not a certificate")
 		_, err := newClient(t, cfg)
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonInvalidCACert), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonInvalidCACert), "error: %v", err)
 	})
 }
 
@@ -466,14 +466,14 @@ func TestClientZones(t *testing.T) {
 	tests := []struct {
 		name            string
 		compute, volume []fakeopenstack.Zone
-		want            topology.Decision
-		wantReason      topology.Reason
+		want            openstack.TopologyDecision
+		wantReason      openstack.Reason
 	}{
 		{
 			name:    "When every compute zone is also a volume zone, it should enable topology",
 			compute: []fakeopenstack.Zone{az("az2", true), az("az1", true)},
 			volume:  []fakeopenstack.Zone{az("az1", true), az("az2", true), az("az3", true)},
-			want: topology.Decision{
+			want: openstack.TopologyDecision{
 				Enabled: true, ComputeZones: []string{"az1", "az2"}, VolumeZones: []string{"az1", "az2", "az3"},
 			},
 		},
@@ -481,32 +481,32 @@ func TestClientZones(t *testing.T) {
 			name:    "When a compute zone has no volume zone, it should disable topology",
 			compute: []fakeopenstack.Zone{az("az1", true), az("az2", true)},
 			volume:  []fakeopenstack.Zone{az("nova", true)},
-			want:    topology.Decision{Enabled: false, ComputeZones: []string{"az1", "az2"}, VolumeZones: []string{"nova"}},
+			want:    openstack.TopologyDecision{Enabled: false, ComputeZones: []string{"az1", "az2"}, VolumeZones: []string{"nova"}},
 		},
 		{
 			name:    "When the unmatched compute zone is unavailable, it should ignore it and enable topology",
 			compute: []fakeopenstack.Zone{az("az1", true), az("az2", false)},
 			volume:  []fakeopenstack.Zone{az("az1", true)},
-			want:    topology.Decision{Enabled: true, ComputeZones: []string{"az1"}, VolumeZones: []string{"az1"}},
+			want:    openstack.TopologyDecision{Enabled: true, ComputeZones: []string{"az1"}, VolumeZones: []string{"az1"}},
 		},
 		{
 			name:    "When the only matching volume zone is unavailable, it should disable topology",
 			compute: []fakeopenstack.Zone{az("az1", true)},
 			volume:  []fakeopenstack.Zone{az("az1", false), az("nova", true)},
-			want:    topology.Decision{Enabled: false, ComputeZones: []string{"az1"}, VolumeZones: []string{"nova"}},
+			want:    openstack.TopologyDecision{Enabled: false, ComputeZones: []string{"az1"}, VolumeZones: []string{"nova"}},
 		},
 		{
 			name:       "When every compute zone is unavailable, it should return NoAvailableZones",
 			compute:    []fakeopenstack.Zone{az("az1", false)},
 			volume:     []fakeopenstack.Zone{az("az1", true)},
-			want:       topology.Decision{ComputeZones: []string{}, VolumeZones: []string{"az1"}},
-			wantReason: topology.ReasonNoAvailableZones,
+			want:       openstack.TopologyDecision{ComputeZones: []string{}, VolumeZones: []string{"az1"}},
+			wantReason: openstack.ReasonNoAvailableZones,
 		},
 		{
 			name:    "When a zone is reported twice, it should list it once",
 			compute: []fakeopenstack.Zone{az("az1", true), az("az1", true)},
 			volume:  []fakeopenstack.Zone{az("az1", true)},
-			want:    topology.Decision{Enabled: true, ComputeZones: []string{"az1"}, VolumeZones: []string{"az1"}},
+			want:    openstack.TopologyDecision{Enabled: true, ComputeZones: []string{"az1"}, VolumeZones: []string{"az1"}},
 		},
 	}
 	for _, tt := range tests {
@@ -516,8 +516,8 @@ func TestClientZones(t *testing.T) {
 			s := newFake(t, fakeopenstack.Options{ComputeZones: tt.compute, VolumeZones: tt.volume})
 			c, err := newClient(t, config(t, s))
 			g.Expect(err).NotTo(HaveOccurred())
-			d, err := topology.Detect(t.Context(), c)
-			g.Expect(topology.Classify(err)).To(Equal(tt.wantReason), "error: %v", err)
+			d, err := openstack.DetectTopology(t.Context(), c)
+			g.Expect(openstack.Classify(err)).To(Equal(tt.wantReason), "error: %v", err)
 			g.Expect(d).To(Equal(tt.want))
 		})
 	}
@@ -528,17 +528,17 @@ func TestClientZones(t *testing.T) {
 		s := newFake(t, fakeopenstack.Options{})
 		c, err := newClient(t, config(t, s))
 		g.Expect(err).NotTo(HaveOccurred())
-		d, err := topology.Detect(t.Context(), c)
+		d, err := openstack.DetectTopology(t.Context(), c)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(d.Enabled).To(BeTrue())
 
 		s.SetComputeZones(az("az1", true), az("az2", true))
-		d, err = topology.Detect(t.Context(), c)
+		d, err = openstack.DetectTopology(t.Context(), c)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(d.Enabled).To(BeFalse())
 
 		s.SetVolumeZones(az("az1", true), az("az2", true))
-		d, err = topology.Detect(t.Context(), c)
+		d, err = openstack.DetectTopology(t.Context(), c)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(d.Enabled).To(BeTrue())
 		g.Expect(s.CountTokenRequests()).To(Equal(1))
@@ -557,7 +557,7 @@ func TestClientFaults(t *testing.T) {
 
 		s.SetFault(fakeopenstack.EndpointCompute, fakeopenstack.FaultRefuse)
 		_, err = c.ComputeZones(t.Context())
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonUnreachable), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonUnreachable), "error: %v", err)
 		for _, r := range s.Requests() {
 			if r.Endpoint == fakeopenstack.EndpointCompute {
 				g.Expect(r.Status).To(BeZero(), "a refused request must get no HTTP answer")
@@ -571,7 +571,7 @@ func TestClientFaults(t *testing.T) {
 		s := newFake(t, fakeopenstack.Options{})
 		s.SetFault(fakeopenstack.EndpointIdentity, fakeopenstack.FaultRefuse)
 		_, err := newClient(t, config(t, s))
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonUnreachable), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonUnreachable), "error: %v", err)
 		expectNoSecret(g, err, fakeopenstack.DefaultPassword)
 	})
 
@@ -587,7 +587,7 @@ func TestClientFaults(t *testing.T) {
 		s.SetFault(fakeopenstack.EndpointCompute, fakeopenstack.FaultHang)
 		start := time.Now()
 		_, err = c.ComputeZones(t.Context())
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonTimeout), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonTimeout), "error: %v", err)
 		g.Expect(time.Since(start)).To(BeNumerically("<", hangTimeout+testTimeout))
 	})
 
@@ -600,7 +600,7 @@ func TestClientFaults(t *testing.T) {
 		cfg.Timeout = hangTimeout
 		start := time.Now()
 		_, err := newClient(t, cfg)
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonTimeout), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonTimeout), "error: %v", err)
 		g.Expect(time.Since(start)).To(BeNumerically("<", hangTimeout+testTimeout))
 		expectNoSecret(g, err, fakeopenstack.DefaultPassword)
 	})
@@ -625,7 +625,7 @@ func TestClientFaults(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		s.SetFault(fakeopenstack.EndpointVolume, fakeopenstack.FaultServerError)
 		_, err = c.VolumeZones(t.Context())
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonServerError), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonServerError), "error: %v", err)
 	})
 
 	t.Run("When compute answers 500 once, it should fail once and then succeed", func(t *testing.T) {
@@ -636,7 +636,7 @@ func TestClientFaults(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		s.SetFaultN(fakeopenstack.EndpointCompute, fakeopenstack.FaultServerError, 1)
 		_, err = c.ComputeZones(t.Context())
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonServerError), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonServerError), "error: %v", err)
 		zones, err := c.ComputeZones(t.Context())
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(zones).To(Equal([]string{"nova"}))
@@ -648,7 +648,7 @@ func TestClientFaults(t *testing.T) {
 		s := newFake(t, fakeopenstack.Options{})
 		s.SetFault(fakeopenstack.EndpointIdentity, fakeopenstack.FaultServerError)
 		_, err := newClient(t, config(t, s))
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonServerError), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonServerError), "error: %v", err)
 	})
 
 	t.Run("When the token expires, it should re-authenticate once and succeed", func(t *testing.T) {
@@ -688,7 +688,7 @@ func TestClientFaults(t *testing.T) {
 
 		s.SetFault(fakeopenstack.EndpointCompute, fakeopenstack.FaultUnauthorized)
 		_, err = c.ComputeZones(t.Context())
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonAuthenticationFailed), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonAuthenticationFailed), "error: %v", err)
 		g.Expect(s.CountTokenRequests()).To(Equal(2))
 		g.Expect(s.Count(fakeopenstack.EndpointCompute)).To(Equal(2))
 		expectNoSecret(g, err, fakeopenstack.DefaultPassword)
@@ -704,7 +704,7 @@ func TestClientFaults(t *testing.T) {
 		s.ExpireTokens()
 		s.SetFault(fakeopenstack.EndpointIdentity, fakeopenstack.FaultUnauthorized)
 		_, err = c.VolumeZones(t.Context())
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonAuthenticationFailed), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonAuthenticationFailed), "error: %v", err)
 		expectNoSecret(g, err, fakeopenstack.DefaultPassword)
 	})
 
@@ -718,7 +718,7 @@ func TestClientFaults(t *testing.T) {
 
 		s.Stop()
 		_, err = c.ComputeZones(t.Context())
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonUnreachable), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonUnreachable), "error: %v", err)
 		g.Expect(strings.ToLower(err.Error())).To(ContainSubstring("refused"))
 
 		g.Expect(s.Start()).To(Succeed())
@@ -735,7 +735,7 @@ func TestClientFaults(t *testing.T) {
 		cfg := config(t, s)
 		s.Stop()
 		_, err := newClient(t, cfg)
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonUnreachable), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonUnreachable), "error: %v", err)
 	})
 
 	t.Run("When the caller's context is canceled, it should fail with Canceled", func(t *testing.T) {
@@ -748,7 +748,7 @@ func TestClientFaults(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(50*time.Millisecond, cancel)
 		_, err = c.VolumeZones(ctx)
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonCanceled), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonCanceled), "error: %v", err)
 	})
 }
 
@@ -776,7 +776,7 @@ func TestClientIgnoresEnvironment(t *testing.T) {
 		cfg.CloudsYAML = cloudsYAML(t, s, fakeopenstack.CloudOptions{Versionless: true})
 		c, err := newClient(t, cfg)
 		g.Expect(err).NotTo(HaveOccurred())
-		_, err = topology.Detect(t.Context(), c)
+		_, err = openstack.DetectTopology(t.Context(), c)
 		g.Expect(err).NotTo(HaveOccurred())
 	})
 
@@ -785,7 +785,7 @@ func TestClientIgnoresEnvironment(t *testing.T) {
 		g := NewWithT(t)
 		t.Setenv("OS_CACERT", filepath.Join(dir, "missing-ca.pem"))
 		_, err := newClient(t, config(t, s))
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonInvalidCloudsYAML), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonInvalidCloudsYAML), "error: %v", err)
 	})
 }
 
@@ -797,7 +797,7 @@ const proxyOnlyHost = "openstack.onion"
 
 // proxiedFake starts a fake OpenStack that clouds.yaml names by proxyOnlyHost, and a CONNECT
 // proxy that resolves that name to the fake.
-func proxiedFake(t *testing.T) (*fakeopenstack.Server, *connectproxy.Proxy, topology.Config) {
+func proxiedFake(t *testing.T) (*fakeopenstack.Server, *connectproxy.Proxy, openstack.Config) {
 	t.Helper()
 	s := newFake(t, fakeopenstack.Options{ExtraHosts: []string{proxyOnlyHost}})
 	p, err := connectproxy.Start(connectproxy.Options{Hosts: map[string]string{proxyOnlyHost: "127.0.0.1"}})
@@ -815,9 +815,9 @@ func proxiedFake(t *testing.T) (*fakeopenstack.Server, *connectproxy.Proxy, topo
 }
 
 // withProxy sets cfg.Proxy from settings or fails the test.
-func withProxy(t *testing.T, cfg topology.Config, settings topology.ProxySettings) topology.Config {
+func withProxy(t *testing.T, cfg openstack.Config, settings openstack.ProxySettings) openstack.Config {
 	t.Helper()
-	proxy, err := topology.ProxyFunc(settings)
+	proxy, err := openstack.ProxyFunc(settings)
 	if err != nil {
 		t.Fatalf("building the proxy function: %v", err)
 	}
@@ -833,11 +833,11 @@ func TestClientProxy(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		s, p, cfg := proxiedFake(t)
-		cfg = withProxy(t, cfg, topology.ProxySettings{HTTPSProxy: "http://csi:" + proxyPassword + "@" + p.Addr()})
+		cfg = withProxy(t, cfg, openstack.ProxySettings{HTTPSProxy: "http://csi:" + proxyPassword + "@" + p.Addr()})
 
 		c, err := newClient(t, cfg)
 		g.Expect(err).NotTo(HaveOccurred())
-		d, err := topology.Detect(t.Context(), c)
+		d, err := openstack.DetectTopology(t.Context(), c)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(d.Enabled).To(BeTrue())
 
@@ -857,11 +857,11 @@ func TestClientProxy(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		_, p, cfg := proxiedFake(t)
-		cfg = withProxy(t, cfg, topology.ProxySettings{HTTPSProxy: p.URL(), NoProxy: "example.com,.onion"})
+		cfg = withProxy(t, cfg, openstack.ProxySettings{HTTPSProxy: p.URL(), NoProxy: "example.com,.onion"})
 
 		// Directly, the name cannot be resolved: that failure proves the proxy was bypassed.
 		_, err := newClient(t, cfg)
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonUnreachable), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonUnreachable), "error: %v", err)
 		g.Expect(err.Error()).To(ContainSubstring(proxyOnlyHost))
 		g.Expect(err.Error()).NotTo(ContainSubstring("proxyconnect"))
 		g.Expect(p.Connects()).To(BeEmpty())
@@ -872,12 +872,12 @@ func TestClientProxy(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
 			s, p, cfg := proxiedFake(t)
-			cfg = withProxy(t, cfg, topology.ProxySettings{HTTPSProxy: "http://csi:" + proxyPassword + "@" + p.Addr()})
+			cfg = withProxy(t, cfg, openstack.ProxySettings{HTTPSProxy: "http://csi:" + proxyPassword + "@" + p.Addr()})
 			p.Refuse(status)
 
 			_, err := newClient(t, cfg)
-			g.Expect(topology.Classify(err)).To(Equal(topology.ReasonProxyFailure), "error: %v", err)
-			msg := topology.Describe(err)
+			g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonProxyFailure), "error: %v", err)
+			msg := openstack.Describe(err)
 			g.Expect(msg).To(ContainSubstring("The HTTP proxy " + p.Addr() + " refused"))
 			g.Expect(msg).To(ContainSubstring(fmt.Sprintf("%d %s", status, http.StatusText(status))))
 			g.Expect(msg).NotTo(ContainSubstring("\n"))
@@ -891,28 +891,28 @@ func TestClientProxy(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		_, p, cfg := proxiedFake(t)
-		cfg = withProxy(t, cfg, topology.ProxySettings{HTTPSProxy: p.URL()})
+		cfg = withProxy(t, cfg, openstack.ProxySettings{HTTPSProxy: p.URL()})
 		c, err := newClient(t, cfg)
 		g.Expect(err).NotTo(HaveOccurred())
 		c.Close()
 		p.Refuse(http.StatusForbidden)
 
 		_, err = c.ComputeZones(t.Context())
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonProxyFailure), "error: %v", err)
-		g.Expect(topology.Describe(err)).To(ContainSubstring(p.Addr()))
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonProxyFailure), "error: %v", err)
+		g.Expect(openstack.Describe(err)).To(ContainSubstring(p.Addr()))
 	})
 
 	t.Run("When the proxy is down, it should fail with ProxyFailure saying it cannot be reached", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		s, p, cfg := proxiedFake(t)
-		cfg = withProxy(t, cfg, topology.ProxySettings{HTTPSProxy: "http://csi:" + proxyPassword + "@" + p.Addr()})
+		cfg = withProxy(t, cfg, openstack.ProxySettings{HTTPSProxy: "http://csi:" + proxyPassword + "@" + p.Addr()})
 		p.Close()
 
 		_, err := newClient(t, cfg)
-		g.Expect(topology.Classify(err)).To(Equal(topology.ReasonProxyFailure), "error: %v", err)
+		g.Expect(openstack.Classify(err)).To(Equal(openstack.ReasonProxyFailure), "error: %v", err)
 		g.Expect(err.Error()).To(ContainSubstring("connection refused"))
-		msg := topology.Describe(err)
+		msg := openstack.Describe(err)
 		g.Expect(msg).To(HavePrefix("The HTTP proxy " + p.Addr() + " cannot be reached"))
 		expectNoSecret(g, err, proxyPassword)
 		g.Expect(msg).NotTo(ContainSubstring(proxyPassword))

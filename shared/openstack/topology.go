@@ -1,14 +1,4 @@
-// Package topology decides whether the Cinder CSI driver runs with --with-topology, from the
-// availability zones that Nova and Cinder report, and holds the gophercloud v2 client that lists
-// them.
-//
-// The rule is openshift/csi-operator's: topology is enabled iff every available compute AZ is also
-// a volume AZ. When it does not hold, the node plugin would advertise a compute AZ that Cinder
-// cannot create volumes in, and provisioning fails (kubernetes/cloud-provider-openstack#1735,
-// #1300). Unlike csi-operator, which computes the decision once per process and degrades on any
-// API error, callers here re-detect on an interval and keep the last decision when detection fails;
-// Classify and Message turn every failure into a stable, secret-free condition reason and message.
-package topology
+package openstack
 
 import (
 	"context"
@@ -17,7 +7,7 @@ import (
 )
 
 // ZoneLister lists the names of the available availability zones of Nova and Cinder, sorted and
-// de-duplicated. Client implements it; tests use small fakes.
+// de-duplicated: what DetectTopology needs of a Lister.
 type ZoneLister interface {
 	// ComputeZones lists Nova's available availability zones.
 	ComputeZones(ctx context.Context) ([]string, error)
@@ -25,8 +15,8 @@ type ZoneLister interface {
 	VolumeZones(ctx context.Context) ([]string, error)
 }
 
-// Enabled reports whether topology should be enabled: iff every compute AZ name is also a volume AZ
-// name. Both lists are expected to hold only available zones. Edge cases:
+// TopologyEnabled reports whether topology should be enabled: iff every compute AZ name is also a
+// volume AZ name. Both lists are expected to hold only available zones. Edge cases:
 //
 //   - No compute AZ (after ignoring empty names): false. There is nothing to match, and enabling
 //     topology would make nodes register without a zone.
@@ -38,7 +28,7 @@ type ZoneLister interface {
 //   - Duplicates and order do not matter. Names compare exactly (case-sensitive), as Nova, Cinder
 //     and the driver's topology key compare them.
 //   - Empty names are ignored on both sides; neither API reports one for a real zone.
-func Enabled(computeZones, volumeZones []string) bool {
+func TopologyEnabled(computeZones, volumeZones []string) bool {
 	volume := make(map[string]struct{}, len(volumeZones))
 	for _, z := range volumeZones {
 		if z != "" {
@@ -58,9 +48,9 @@ func Enabled(computeZones, volumeZones []string) bool {
 	return matched > 0
 }
 
-// Decision is the outcome of one detection, with the zone lists it was made from so that logs and
-// conditions can show why.
-type Decision struct {
+// TopologyDecision is the outcome of one detection, with the zone lists it was made from so that
+// logs and conditions can show why.
+type TopologyDecision struct {
 	// Enabled is the value for --with-topology.
 	Enabled bool
 	// ComputeZones are the available compute AZs, sorted and de-duplicated.
@@ -69,21 +59,22 @@ type Decision struct {
 	VolumeZones []string
 }
 
-// Detect lists both services' zones and applies Enabled. If either list is empty it returns an
+// DetectTopology lists both services' zones and applies TopologyEnabled. If either list is empty it
+// returns an
 // *Error with ReasonNoAvailableZones, together with the lists, instead of a decision: Nova marks a
 // zone unavailable when all of its compute services are down, so an empty list is usually a
 // transient outage, and flipping topology off (or on) because of it would make the driver flap.
 // Callers keep their last decision on any error.
-func Detect(ctx context.Context, lister ZoneLister) (Decision, error) {
+func DetectTopology(ctx context.Context, lister ZoneLister) (TopologyDecision, error) {
 	compute, err := lister.ComputeZones(ctx)
 	if err != nil {
-		return Decision{}, fmt.Errorf("detecting topology: %w", err)
+		return TopologyDecision{}, fmt.Errorf("detecting topology: %w", err)
 	}
 	volume, err := lister.VolumeZones(ctx)
 	if err != nil {
-		return Decision{}, fmt.Errorf("detecting topology: %w", err)
+		return TopologyDecision{}, fmt.Errorf("detecting topology: %w", err)
 	}
-	d := Decision{ComputeZones: normalise(compute), VolumeZones: normalise(volume)}
+	d := TopologyDecision{ComputeZones: normalise(compute), VolumeZones: normalise(volume)}
 	if len(d.ComputeZones) == 0 || len(d.VolumeZones) == 0 {
 		return d, &Error{
 			Reason: ReasonNoAvailableZones,
@@ -92,7 +83,7 @@ func Detect(ctx context.Context, lister ZoneLister) (Decision, error) {
 				len(d.ComputeZones), len(d.VolumeZones)),
 		}
 	}
-	d.Enabled = Enabled(d.ComputeZones, d.VolumeZones)
+	d.Enabled = TopologyEnabled(d.ComputeZones, d.VolumeZones)
 	return d, nil
 }
 

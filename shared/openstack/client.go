@@ -1,4 +1,4 @@
-package topology
+package openstack
 
 import (
 	"bytes"
@@ -53,8 +53,6 @@ type Client struct {
 	timeout   time.Duration
 	secrets   []string
 }
-
-var _ ZoneLister = (*Client)(nil)
 
 // NewClient parses the cloud, authenticates and finds the compute and block-storage endpoints.
 // Every error is an *Error; use Classify and Message on it.

@@ -1,4 +1,4 @@
-package topology
+package openstack
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package topology
+package openstack
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestEnabled(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			g.Expect(Enabled(tt.compute, tt.volume)).To(Equal(tt.want))
+			g.Expect(TopologyEnabled(tt.compute, tt.volume)).To(Equal(tt.want))
 		})
 	}
 }
@@ -65,29 +65,29 @@ func TestDetect(t *testing.T) {
 	tests := []struct {
 		name       string
 		lister     staticLister
-		want       Decision
+		want       TopologyDecision
 		wantReason Reason
 	}{
 		{
 			name:   "When the zones match, it should enable topology and report sorted, de-duplicated lists",
 			lister: staticLister{compute: []string{"az2", "az1", "az1"}, volume: []string{"az1", "az2", "az3"}},
-			want:   Decision{Enabled: true, ComputeZones: []string{"az1", "az2"}, VolumeZones: []string{"az1", "az2", "az3"}},
+			want:   TopologyDecision{Enabled: true, ComputeZones: []string{"az1", "az2"}, VolumeZones: []string{"az1", "az2", "az3"}},
 		},
 		{
 			name:   "When a compute zone has no volume zone, it should disable topology",
 			lister: staticLister{compute: []string{"az1", "az2"}, volume: []string{"nova"}},
-			want:   Decision{Enabled: false, ComputeZones: []string{"az1", "az2"}, VolumeZones: []string{"nova"}},
+			want:   TopologyDecision{Enabled: false, ComputeZones: []string{"az1", "az2"}, VolumeZones: []string{"nova"}},
 		},
 		{
 			name:       "When no compute zone is available, it should return NoAvailableZones and no decision",
 			lister:     staticLister{compute: nil, volume: []string{"nova"}},
-			want:       Decision{ComputeZones: []string{}, VolumeZones: []string{"nova"}},
+			want:       TopologyDecision{ComputeZones: []string{}, VolumeZones: []string{"nova"}},
 			wantReason: ReasonNoAvailableZones,
 		},
 		{
 			name:       "When no volume zone is available, it should return NoAvailableZones and no decision",
 			lister:     staticLister{compute: []string{"nova"}, volume: []string{}},
-			want:       Decision{ComputeZones: []string{"nova"}, VolumeZones: []string{}},
+			want:       TopologyDecision{ComputeZones: []string{"nova"}, VolumeZones: []string{}},
 			wantReason: ReasonNoAvailableZones,
 		},
 		{
@@ -108,7 +108,7 @@ func TestDetect(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			got, err := Detect(t.Context(), tt.lister)
+			got, err := DetectTopology(t.Context(), tt.lister)
 			if tt.wantReason == ReasonNone {
 				g.Expect(err).NotTo(HaveOccurred())
 			} else {
@@ -122,7 +122,7 @@ func TestDetect(t *testing.T) {
 	t.Run("When listing fails, it should keep the lister's error in the chain", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		_, err := Detect(t.Context(), staticLister{computeErr: listErr})
+		_, err := DetectTopology(t.Context(), staticLister{computeErr: listErr})
 		g.Expect(errors.Is(err, listErr)).To(BeTrue())
 	})
 }

@@ -1,4 +1,4 @@
-// Package images packs the operator's operand images (cinder-csi-plugin, the kubernetes-csi
+// Package imagetars packs the operator's operand images (cinder-csi-plugin, the kubernetes-csi
 // sidecars, kube-rbac-proxy, the registrar and liveness-probe stand-ins), the pod sandbox's pause
 // image and a toolbox image for test pods into single-layer OCI image-layout tars, from binaries
 // built locally and tools copied from the host. No registry or container builder is involved:
@@ -6,7 +6,7 @@
 //
 // The binaries come from `make operand-binaries` (e2e/hack/build-operands.sh), in version-keyed
 // directories of the bin dir; the stand-ins are built from this module on every Build.
-package images
+package imagetars
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"strings"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
-	sharedimages "github.com/cinder-csi-operator/cinder-csi-operator/shared/images"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
 // Prefix is the repository prefix of every image built here. It names no registry: the images
@@ -127,17 +127,17 @@ func (s Set) Tars() []string {
 // image serves both the controller and the node (cinder-csi-plugin is one binary with both
 // services); control-plane variants get the same images as the guest ones.
 var envImages = map[string]string{
-	sharedimages.EnvDriver:                    Driver,
-	sharedimages.EnvDriverControlPlane:        Driver,
-	sharedimages.EnvProvisioner:               Provisioner,
-	sharedimages.EnvAttacher:                  Attacher,
-	sharedimages.EnvResizer:                   Resizer,
-	sharedimages.EnvSnapshotter:               Snapshotter,
-	sharedimages.EnvNodeDriverRegistrar:       NodeDriverRegistrar,
-	sharedimages.EnvLivenessProbe:             LivenessProbe,
-	sharedimages.EnvLivenessProbeControlPlane: LivenessProbe,
-	sharedimages.EnvKubeRBACProxy:             KubeRBACProxy,
-	sharedimages.EnvKubeRBACProxyControlPlane: KubeRBACProxy,
+	operandimages.EnvDriver:                    Driver,
+	operandimages.EnvDriverControlPlane:        Driver,
+	operandimages.EnvProvisioner:               Provisioner,
+	operandimages.EnvAttacher:                  Attacher,
+	operandimages.EnvResizer:                   Resizer,
+	operandimages.EnvSnapshotter:               Snapshotter,
+	operandimages.EnvNodeDriverRegistrar:       NodeDriverRegistrar,
+	operandimages.EnvLivenessProbe:             LivenessProbe,
+	operandimages.EnvLivenessProbeControlPlane: LivenessProbe,
+	operandimages.EnvKubeRBACProxy:             KubeRBACProxy,
+	operandimages.EnvKubeRBACProxyControlPlane: KubeRBACProxy,
 }
 
 // Env returns the operator's image environment variables (DRIVER_IMAGE, ...) set to the refs of

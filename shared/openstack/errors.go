@@ -1,4 +1,4 @@
-package topology
+package openstack
 
 import (
 	"context"
@@ -64,7 +64,7 @@ const (
 	// (another 4xx, a malformed body).
 	ReasonUnexpectedResponse Reason = "UnexpectedResponse"
 	// ReasonNoAvailableZones means OpenStack answered, but reported no available compute or no
-	// available volume availability zone; Detect treats this as a failure rather than a decision.
+	// available volume availability zone; DetectTopology treats this as a failure rather than a decision.
 	ReasonNoAvailableZones Reason = "NoAvailableZones"
 	// ReasonUnknown covers every other error.
 	ReasonUnknown Reason = "Unknown"

@@ -1,4 +1,4 @@
-package topology
+package openstack
 
 import (
 	"context"
@@ -20,16 +20,19 @@ type BackupService struct {
 	Usable bool
 }
 
-// BackupServiceLister lists Cinder's backup services. Client implements it next to ZoneLister,
-// with the same authentication and timeouts; callers that need it type-assert a ZoneLister.
+// Lister is everything the operator lists: the zones of Nova and Cinder and Cinder's backup
+// services, all with one authentication and the same timeouts. Client implements it; tests use
+// small fakes.
 //
 // Cinder's default policy (volume_extension:services:index) lets administrators only list
 // services: a project member gets a 403, which Classify reports as ReasonPermissionDenied.
-type BackupServiceLister interface {
+type Lister interface {
+	ZoneLister
+	// BackupServices lists Cinder's backup services.
 	BackupServices(ctx context.Context) ([]BackupService, error)
 }
 
-var _ BackupServiceLister = (*Client)(nil)
+var _ Lister = (*Client)(nil)
 
 // BackupServices lists the cinder-backup services (GET <volume>/os-services?binary=cinder-backup),
 // sorted by zone, usable ones first. The binary is checked on the answer too, in case a Cinder

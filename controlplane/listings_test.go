@@ -15,8 +15,8 @@ import (
 	operatorv1 "github.com/openshift/api/operator/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
 )
 
 // fakeOpenStack stands in for Nova and Cinder: it serves zone lists or fails, and counts how often
@@ -32,28 +32,28 @@ type fakeOpenStack struct {
 	gate  chan struct{}
 	ended int
 	// detections counts the listings tried: the compute listings and the clients that could not
-	// be made. clients counts NewZoneLister calls; configs records what each was given.
+	// be made. clients counts NewLister calls; configs records what each was given.
 	detections int
 	clients    int
-	configs    []topology.Config
+	configs    []openstack.Config
 	// closed counts the clients closed.
 	closed int
 	// backup and backupErr are Cinder's backup services, or why listing them fails;
 	// backupLists counts the listings.
-	backup      []topology.BackupService
+	backup      []openstack.BackupService
 	backupErr   error
 	backupLists int
 }
 
-// BackupServices implements topology.BackupServiceLister.
-func (f *fakeOpenStack) BackupServices(context.Context) ([]topology.BackupService, error) {
+// BackupServices implements openstack.Lister.
+func (f *fakeOpenStack) BackupServices(context.Context) ([]openstack.BackupService, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.backupLists++
 	return f.backup, f.backupErr
 }
 
-func (f *fakeOpenStack) newZoneLister(_ context.Context, cfg topology.Config) (topology.ZoneLister, error) {
+func (f *fakeOpenStack) newLister(_ context.Context, cfg openstack.Config) (openstack.Lister, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.clients++
@@ -76,7 +76,7 @@ func (c *fakeClient) Close() {
 	c.closed++
 }
 
-// ComputeZones implements topology.ZoneLister. A cloud that cannot be reached (clientErr) fails
+// ComputeZones implements openstack.Lister. A cloud that cannot be reached (clientErr) fails
 // a client made before as it fails a new one.
 func (f *fakeOpenStack) ComputeZones(ctx context.Context) ([]string, error) {
 	f.mu.Lock()
@@ -123,7 +123,7 @@ func (f *fakeOpenStack) endedCount() int {
 	return f.ended
 }
 
-// VolumeZones implements topology.ZoneLister.
+// VolumeZones implements openstack.Lister.
 func (f *fakeOpenStack) VolumeZones(context.Context) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -156,7 +156,7 @@ func (c *fakeClock) reconciler(f *fakeOpenStack, interval time.Duration) *Reconc
 		Config: Config{
 			TopologyRecheckInterval: interval,
 			OpenStackTimeout:        5 * time.Second,
-			NewZoneLister:           f.newZoneLister,
+			NewLister:               f.newLister,
 		},
 		topology: newTopologyCache(),
 		now:      c.now,
@@ -318,7 +318,7 @@ func TestDecide(t *testing.T) {
 
 		cloud.set(matching, matching, errUnreachable)
 		c.advance(interval)
-		g.Expect(r.decide(t.Context(), nil, detectionCreds("b")).Failure).To(Equal(topology.ReasonUnreachable))
+		g.Expect(r.decide(t.Context(), nil, detectionCreds("b")).Failure).To(Equal(openstack.ReasonUnreachable))
 		clients, _ = count()
 		g.Expect(clients).To(Equal(2), "the failed listing used the kept client")
 		cloud.set(matching, matching, nil)
@@ -358,7 +358,7 @@ func TestDecide(t *testing.T) {
 		d := r.decide(t.Context(), nil, withLastKnown(detectionCreds("a"), true))
 		g.Expect(d.Enabled).To(BeTrue())
 		g.Expect(d.Source).To(Equal(sourceLastKnown))
-		g.Expect(d.Failure).To(Equal(topology.ReasonUnreachable))
+		g.Expect(d.Failure).To(Equal(openstack.ReasonUnreachable))
 		g.Expect(d.RecheckIn).To(Equal(firstRetry), "a failure is retried soon")
 	})
 
@@ -375,7 +375,7 @@ func TestDecide(t *testing.T) {
 		d := r.decide(t.Context(), nil, withLastKnown(detectionCreds("a"), false))
 		g.Expect(d.Enabled).To(BeFalse())
 		g.Expect(d.Source).To(Equal(sourceLastKnown))
-		g.Expect(d.Failure).To(Equal(topology.ReasonUnreachable))
+		g.Expect(d.Failure).To(Equal(openstack.ReasonUnreachable))
 	})
 
 	t.Run("When detection fails after a success and cloud-conf holds no decision, it should keep the last success", func(t *testing.T) {
@@ -392,7 +392,7 @@ func TestDecide(t *testing.T) {
 		g.Expect(cloud.count()).To(Equal(2))
 		g.Expect(d.Enabled).To(BeTrue())
 		g.Expect(d.Source).To(Equal(sourceLastKnown))
-		g.Expect(d.Failure).To(Equal(topology.ReasonUnreachable))
+		g.Expect(d.Failure).To(Equal(openstack.ReasonUnreachable))
 	})
 
 	t.Run("When detection fails with no decision anywhere, it should disable topology", func(t *testing.T) {
@@ -403,7 +403,7 @@ func TestDecide(t *testing.T) {
 		d := r.decide(t.Context(), nil, detectionCreds("a"))
 		g.Expect(d.Enabled).To(BeFalse())
 		g.Expect(d.Source).To(Equal(sourceDefault))
-		g.Expect(d.Failure).To(Equal(topology.ReasonTimeout))
+		g.Expect(d.Failure).To(Equal(openstack.ReasonTimeout))
 	})
 
 	t.Run("When OpenStack reports no available zone, it should treat it as a failure, not as a decision", func(t *testing.T) {
@@ -414,7 +414,7 @@ func TestDecide(t *testing.T) {
 		d := r.decide(t.Context(), nil, withLastKnown(detectionCreds("a"), true))
 		g.Expect(d.Enabled).To(BeTrue())
 		g.Expect(d.Source).To(Equal(sourceLastKnown))
-		g.Expect(d.Failure).To(Equal(topology.ReasonNoAvailableZones))
+		g.Expect(d.Failure).To(Equal(openstack.ReasonNoAvailableZones))
 	})
 
 	t.Run("When detection keeps failing, it should retry after 2 s, then back off, and recover at the next retry", func(t *testing.T) {
@@ -461,7 +461,7 @@ func TestDecide(t *testing.T) {
 			c.advance(d.RecheckIn)
 			d = r.decide(t.Context(), nil, detectionCreds("a"))
 		}
-		g.Expect(d.Failure).To(Equal(topology.ReasonUnreachable))
+		g.Expect(d.Failure).To(Equal(openstack.ReasonUnreachable))
 		g.Expect(d.RecheckIn).To(Equal(maxRetry), "the backoff stops at the cap, not at the 10-minute interval")
 		g.Expect(cloud.count()).To(BeNumerically("<=", 4+int(time.Hour/maxRetry)+1), "a listing every 30 s at most during the outage")
 
@@ -531,18 +531,18 @@ func TestDetectionBackupServices(t *testing.T) {
 	t.Run("When the backup class is asked for, it should list the backup services with the zone client", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		cloud := &fakeOpenStack{compute: matching, volume: matching, backup: []topology.BackupService{{Zone: "az1", Usable: true}}}
+		cloud := &fakeOpenStack{compute: matching, volume: matching, backup: []openstack.BackupService{{Zone: "az1", Usable: true}}}
 		r := newFakeClock().reconciler(cloud, interval)
 		d := listOnce(r, backupCreds())
 		g.Expect(cloud.count()).To(Equal(1), "one client for both")
-		g.Expect(d.Backup).To(Equal(BackupDetection{Listed: true, Services: []topology.BackupService{{Zone: "az1", Usable: true}}}))
+		g.Expect(d.Backup).To(Equal(BackupDetection{Listed: true, Services: []openstack.BackupService{{Zone: "az1", Usable: true}}}))
 		g.Expect(d.RecheckIn).To(Equal(interval))
 	})
 
 	t.Run("When no backup service is usable, it should list again soon, and back at the interval once one is", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		cloud := &fakeOpenStack{compute: matching, volume: matching, backup: []topology.BackupService{{Zone: "az1"}}}
+		cloud := &fakeOpenStack{compute: matching, volume: matching, backup: []openstack.BackupService{{Zone: "az1"}}}
 		c := newFakeClock()
 		r := c.reconciler(cloud, interval)
 		d := listOnce(r, backupCreds())
@@ -550,11 +550,11 @@ func TestDetectionBackupServices(t *testing.T) {
 		g.Expect(d.RecheckIn).To(Equal(firstRetry))
 
 		cloud.mu.Lock()
-		cloud.backup = []topology.BackupService{{Zone: "az1", Usable: true}}
+		cloud.backup = []openstack.BackupService{{Zone: "az1", Usable: true}}
 		cloud.mu.Unlock()
 		c.advance(firstRetry)
 		d = listOnce(r, backupCreds())
-		g.Expect(d.Backup.Services).To(Equal([]topology.BackupService{{Zone: "az1", Usable: true}}))
+		g.Expect(d.Backup.Services).To(Equal([]openstack.BackupService{{Zone: "az1", Usable: true}}))
 		g.Expect(d.RecheckIn).To(Equal(interval))
 	})
 
@@ -588,7 +588,7 @@ func TestDetectionBackupServices(t *testing.T) {
 		r := newFakeClock().reconciler(cloud, interval)
 		d := listOnce(r, backupCreds())
 		g.Expect(d.Failure).To(BeEmpty(), "the zones were listed")
-		g.Expect(d.Backup.Failure).To(Equal(topology.ReasonPermissionDenied))
+		g.Expect(d.Backup.Failure).To(Equal(openstack.ReasonPermissionDenied))
 		g.Expect(d.Backup.Listed).To(BeFalse())
 		g.Expect(d.RecheckIn).To(Equal(interval))
 	})
@@ -596,7 +596,7 @@ func TestDetectionBackupServices(t *testing.T) {
 	t.Run("When the listing of the services fails after a success, it should keep the services and retry soon", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		cloud := &fakeOpenStack{compute: matching, volume: matching, backup: []topology.BackupService{{Zone: "az1", Usable: true}}}
+		cloud := &fakeOpenStack{compute: matching, volume: matching, backup: []openstack.BackupService{{Zone: "az1", Usable: true}}}
 		c := newFakeClock()
 		r := c.reconciler(cloud, interval)
 		listOnce(r, backupCreds())
@@ -607,7 +607,7 @@ func TestDetectionBackupServices(t *testing.T) {
 		d := listOnce(r, backupCreds())
 		g.Expect(d.Backup.Listed).To(BeTrue())
 		g.Expect(d.Backup.Services).To(HaveLen(1))
-		g.Expect(d.Backup.Failure).To(Equal(topology.ReasonUnreachable))
+		g.Expect(d.Backup.Failure).To(Equal(openstack.ReasonUnreachable))
 		g.Expect(d.RecheckIn).To(Equal(firstRetry))
 	})
 
@@ -617,9 +617,9 @@ func TestDetectionBackupServices(t *testing.T) {
 		cloud := &fakeOpenStack{clientErr: errUnreachable}
 		r := newFakeClock().reconciler(cloud, interval)
 		d := listOnce(r, backupCreds())
-		g.Expect(d.Failure).To(Equal(topology.ReasonUnreachable))
-		g.Expect(d.Backup.Failure).To(Equal(topology.ReasonUnreachable))
-		g.Expect(d.Backup.FailureMessage).To(Equal(topology.Message(topology.ReasonUnreachable)))
+		g.Expect(d.Failure).To(Equal(openstack.ReasonUnreachable))
+		g.Expect(d.Backup.Failure).To(Equal(openstack.ReasonUnreachable))
+		g.Expect(d.Backup.FailureMessage).To(Equal(openstack.Message(openstack.ReasonUnreachable)))
 	})
 }
 
@@ -719,21 +719,21 @@ func TestDecideProxy(t *testing.T) {
 		r := newFakeClock().reconciler(cloud, interval)
 		d := r.decide(t.Context(), nil, withLastKnown(proxied(detectionCreds("a"), configv1.ProxyStatus{HTTPSProxy: "ftp://user:s3cret@proxy.example.com"}), true))
 		g.Expect(cloud.count()).To(BeZero())
-		g.Expect(d.Failure).To(Equal(topology.ReasonInvalidProxy))
+		g.Expect(d.Failure).To(Equal(openstack.ReasonInvalidProxy))
 		g.Expect(d.Enabled).To(BeTrue())
 		g.Expect(d.Source).To(Equal(sourceLastKnown))
-		g.Expect(d.FailureMessage).To(Equal(topology.Message(topology.ReasonInvalidProxy)))
+		g.Expect(d.FailureMessage).To(Equal(openstack.Message(openstack.ReasonInvalidProxy)))
 		g.Expect(d.FailureMessage).NotTo(ContainSubstring("s3cret"))
 	})
 
 	t.Run("When the proxy refuses, it should name the proxy in the condition, then clear it once the proxy lets OpenStack through", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		cloud := &fakeOpenStack{clientErr: &topology.ProxyError{Proxy: "proxy.example.com:3129", StatusCode: http.StatusForbidden}}
+		cloud := &fakeOpenStack{clientErr: &openstack.ProxyError{Proxy: "proxy.example.com:3129", StatusCode: http.StatusForbidden}}
 		c := newFakeClock()
 		r := c.reconciler(cloud, interval)
 		d := r.decide(t.Context(), nil, proxied(detectionCreds("a"), proxy))
-		g.Expect(d.Failure).To(Equal(topology.ReasonProxyFailure))
+		g.Expect(d.Failure).To(Equal(openstack.ReasonProxyFailure))
 		s := testutil.NewSet(c.now())
 		setTopologyCondition(s, d)
 		cond := testutil.Conditions(s)[names.ConditionTopologyDegraded]

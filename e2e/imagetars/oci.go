@@ -1,4 +1,4 @@
-package images
+package imagetars
 
 import (
 	"archive/tar"
@@ -167,7 +167,7 @@ func WriteLayout(file string, img Image) (Descriptor, error) {
 			Labels:     img.Config.Labels,
 		},
 		RootFS:  RootFSConfig{Type: "layers", DiffIDs: []string{layer.Digest}},
-		History: []HistoryItem{{CreatedBy: "cinder-csi-operator e2e/images", Comment: "single layer packed from local files"}},
+		History: []HistoryItem{{CreatedBy: "cinder-csi-operator e2e/imagetars", Comment: "single layer packed from local files"}},
 	})
 	if err != nil {
 		return Descriptor{}, fmt.Errorf("encoding config of %s: %w", img.Ref, err)

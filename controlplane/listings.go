@@ -17,7 +17,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/topology"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 )
 
 // firstRetry is how soon a failed listing is tried again the first time; each further failure
@@ -62,7 +62,7 @@ type topologyCache struct {
 	done    bool
 	ok      bool
 	enabled bool
-	failure topology.Reason
+	failure openstack.Reason
 	message string
 	compute []string
 	volume  []string
@@ -78,7 +78,7 @@ type topologyCache struct {
 	// again on a 401), instead of asking Keystone for a new token at every recheck. Its
 	// connections are released after each listing (detect). A failed listing drops it, so that
 	// a retry starts from a new token and a fresh catalog, and so do new inputs.
-	client    topology.ZoneLister
+	client    openstack.Lister
 	clientKey string
 	// awaited is set while a reconcile waits for the first decision: the result then goes to
 	// it, not through events.
@@ -116,7 +116,7 @@ func (c *topologyCache) Start(ctx context.Context) error {
 }
 
 // setClient makes l the client kept for inputs of key, closing the one it replaces. c.mu is held.
-func (c *topologyCache) setClient(l topology.ZoneLister, key string) {
+func (c *topologyCache) setClient(l openstack.Lister, key string) {
 	if c.client != nil && c.client != l {
 		closeClient(c.client)
 	}
@@ -124,7 +124,7 @@ func (c *topologyCache) setClient(l topology.ZoneLister, key string) {
 }
 
 // keptClient returns the client kept for inputs of key, nil when there is none.
-func (c *topologyCache) keptClient(key string) topology.ZoneLister {
+func (c *topologyCache) keptClient(key string) openstack.Lister {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.clientKey != key {
@@ -134,7 +134,7 @@ func (c *topologyCache) keptClient(key string) topology.ZoneLister {
 }
 
 // closeClient releases a client's idle connections, when it has any to release.
-func closeClient(l topology.ZoneLister) {
+func closeClient(l openstack.Lister) {
 	if c, ok := l.(interface{ Close() }); ok {
 		c.Close()
 	}
@@ -263,14 +263,14 @@ func (r *Reconciler) startListing(ctx context.Context, in detectionInputs, key s
 		// A refused listing of the backup services is an answer (Cinder's policy), not an
 		// outage: it does not shorten the next listing. No usable backup service does, as an
 		// outage of the zones does, so that BackupWarning clears within seconds of one starting.
-		if res.failure != "" || (res.backup.Failure != "" && res.backup.Failure != topology.ReasonPermissionDenied) || res.backup.noneUsable() {
+		if res.failure != "" || (res.backup.Failure != "" && res.backup.Failure != openstack.ReasonPermissionDenied) || res.backup.noneUsable() {
 			c.failures++
 		} else {
 			c.failures = 0
 		}
 		switch {
 		case client == nil:
-		case res.failure != "" || (res.backup.Failure != "" && res.backup.Failure != topology.ReasonPermissionDenied):
+		case res.failure != "" || (res.backup.Failure != "" && res.backup.Failure != openstack.ReasonPermissionDenied):
 			if c.client == client {
 				c.setClient(nil, "")
 			} else {
@@ -297,7 +297,7 @@ func (c *topologyCache) nudge() {
 type listingResult struct {
 	enabled         bool
 	compute, volume []string
-	failure         topology.Reason
+	failure         openstack.Reason
 	message         string
 	// backup is the listing of the backup services; zero when not asked for.
 	backup BackupDetection
@@ -305,7 +305,7 @@ type listingResult struct {
 
 // failed returns a result in which the zones and, when asked for, the backup services failed
 // for the same reason.
-func failed(in detectionInputs, failure topology.Reason, message string) listingResult {
+func failed(in detectionInputs, failure openstack.Reason, message string) listingResult {
 	res := listingResult{failure: failure, message: message}
 	if in.Backup {
 		res.backup = BackupDetection{Failure: failure, FailureMessage: message}
@@ -315,7 +315,7 @@ func failed(in detectionInputs, failure topology.Reason, message string) listing
 
 // noneUsable reports a successful listing that found no backup service up and enabled.
 func (b BackupDetection) noneUsable() bool {
-	return b.Listed && !slices.ContainsFunc(b.Services, func(s topology.BackupService) bool { return s.Usable })
+	return b.Listed && !slices.ContainsFunc(b.Services, func(s openstack.BackupService) bool { return s.Usable })
 }
 
 // after returns what the backup services are known to be after this listing, prev being what
@@ -332,7 +332,7 @@ func (b BackupDetection) after(prev BackupDetection) BackupDetection {
 // configured timeout, through the proxy the inputs name. It uses the client kept for inputs of
 // key, or makes one; it returns the client it listed with (nil when none could be made), for
 // startListing to keep or close.
-func (r *Reconciler) detect(ctx context.Context, in detectionInputs, key string) (listingResult, topology.ZoneLister) {
+func (r *Reconciler) detect(ctx context.Context, in detectionInputs, key string) (listingResult, openstack.Lister) {
 	ctx, cancel := context.WithTimeout(ctx, r.Config.OpenStackTimeout)
 	defer cancel()
 	lister := r.topology.keptClient(key)
@@ -348,7 +348,7 @@ func (r *Reconciler) detect(ctx context.Context, in detectionInputs, key string)
 	// rather than through a connection kept alive from an earlier listing.
 	defer closeClient(lister)
 	var res listingResult
-	if d, err := topology.Detect(ctx, lister); err != nil {
+	if d, err := openstack.DetectTopology(ctx, lister); err != nil {
 		res.failure, res.message = detectionFailed(ctx, err)
 	} else {
 		res.enabled, res.compute, res.volume = d.Enabled, d.ComputeZones, d.VolumeZones
@@ -361,15 +361,15 @@ func (r *Reconciler) detect(ctx context.Context, in detectionInputs, key string)
 
 // newClient authenticates to OpenStack with in's credentials, through the proxy in names. When
 // it cannot, it returns nil and the failed result.
-func (r *Reconciler) newClient(ctx context.Context, in detectionInputs) (topology.ZoneLister, listingResult) {
-	proxy, err := topology.ProxyFunc(topology.ProxySettings{
+func (r *Reconciler) newClient(ctx context.Context, in detectionInputs) (openstack.Lister, listingResult) {
+	proxy, err := openstack.ProxyFunc(openstack.ProxySettings{
 		HTTPProxy: in.Proxy.HTTPProxy, HTTPSProxy: in.Proxy.HTTPSProxy, NoProxy: in.Proxy.NoProxy,
 	})
 	if err != nil {
 		failure, message := detectionFailed(ctx, err)
 		return nil, failed(in, failure, message)
 	}
-	lister, err := r.Config.NewZoneLister(ctx, topology.Config{
+	lister, err := r.Config.NewLister(ctx, openstack.Config{
 		CloudsYAML: in.CloudsYAML,
 		CloudName:  in.CloudName,
 		CACertPEM:  in.CAPEM,
@@ -387,18 +387,14 @@ func (r *Reconciler) newClient(ctx context.Context, in detectionInputs) (topolog
 // listBackupServices lists Cinder's backup services with lister's client. A refusal by Cinder's
 // policy is logged at V(2) only: it is the default for a project member, and the condition says
 // it.
-func listBackupServices(ctx context.Context, lister topology.ZoneLister) BackupDetection {
-	bl, ok := lister.(topology.BackupServiceLister)
-	if !ok {
-		return BackupDetection{Failure: topology.ReasonUnknown, FailureMessage: "The OpenStack client cannot list Cinder's services"}
-	}
-	services, err := bl.BackupServices(ctx)
+func listBackupServices(ctx context.Context, lister openstack.Lister) BackupDetection {
+	services, err := lister.BackupServices(ctx)
 	if err == nil {
 		return BackupDetection{Listed: true, Services: services}
 	}
-	if topology.Classify(err) == topology.ReasonPermissionDenied {
+	if openstack.Classify(err) == openstack.ReasonPermissionDenied {
 		ctrl.LoggerFrom(ctx).V(2).Info("Cinder refused to list its services", "error", err.Error())
-		return BackupDetection{Failure: topology.ReasonPermissionDenied, FailureMessage: topology.Describe(err)}
+		return BackupDetection{Failure: openstack.ReasonPermissionDenied, FailureMessage: openstack.Describe(err)}
 	}
 	failure, message := detectionFailed(ctx, err)
 	return BackupDetection{Failure: failure, FailureMessage: message}
@@ -408,8 +404,8 @@ func listBackupServices(ctx context.Context, lister topology.ZoneLister) BackupD
 // condition gets only the reason's stable sentence (naming the proxy, for a proxy failure), so
 // the log is the one place with the detail (which address, which TLS error); the topology
 // package's errors are already scrubbed of the credentials.
-func detectionFailed(ctx context.Context, err error) (topology.Reason, string) {
-	reason := topology.Classify(err)
+func detectionFailed(ctx context.Context, err error) (openstack.Reason, string) {
+	reason := openstack.Classify(err)
 	log := ctrl.LoggerFrom(ctx)
 	if errors.Is(ctx.Err(), context.Canceled) {
 		// Ended on purpose: for newer credentials, or the manager is stopping. Its result is
@@ -418,5 +414,5 @@ func detectionFailed(ctx context.Context, err error) (topology.Reason, string) {
 	} else {
 		log.Error(err, "Listing the OpenStack availability zones failed", "reason", reason)
 	}
-	return reason, topology.Describe(err)
+	return reason, openstack.Describe(err)
 }
