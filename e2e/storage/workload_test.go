@@ -11,7 +11,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -168,18 +167,6 @@ func (w *world) waitBound(t testing.TB, ns, name string) *corev1.PersistentVolum
 		g.Expect(w.Guest.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv)).To(Succeed())
 	}).WithTimeout(bindTimeout).WithPolling(poll).Should(Succeed())
 	return pv
-}
-
-// attachment returns the VolumeAttachment of a PersistentVolume, or nil.
-func (w *world) attachment(g Gomega, pvName string) *storagev1.VolumeAttachment {
-	list := &storagev1.VolumeAttachmentList{}
-	g.Expect(w.Guest.List(context.Background(), list)).To(Succeed())
-	for i := range list.Items {
-		if src := list.Items[i].Spec.Source.PersistentVolumeName; src != nil && *src == pvName {
-			return &list.Items[i]
-		}
-	}
-	return nil
 }
 
 func ready(p *corev1.Pod) bool {
