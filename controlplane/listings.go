@@ -109,18 +109,7 @@ func (c *topologyCache) Start(ctx context.Context) error {
 	<-ctx.Done()
 	c.cancel()
 	c.wg.Wait()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.setClient(nil, "")
 	return nil
-}
-
-// setClient makes l the client kept for inputs of key, closing the one it replaces. c.mu is held.
-func (c *topologyCache) setClient(l openstack.Lister, key string) {
-	if c.client != nil && c.client != l {
-		closeClient(c.client)
-	}
-	c.client, c.clientKey = l, key
 }
 
 // keptClient returns the client kept for inputs of key, nil when there is none.
@@ -247,11 +236,7 @@ func (r *Reconciler) startListing(ctx context.Context, in detectionInputs, key s
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.running != l {
-			// Ended for newer inputs: its client is for inputs no longer in use.
-			if client != nil && client != c.client {
-				closeClient(client)
-			}
-			return
+			return // ended for newer inputs
 		}
 		c.running = nil
 		c.done = true
@@ -263,21 +248,18 @@ func (r *Reconciler) startListing(ctx context.Context, in detectionInputs, key s
 		// A refused listing of the backup services is an answer (Cinder's policy), not an
 		// outage: it does not shorten the next listing. No usable backup service does, as an
 		// outage of the zones does, so that BackupWarning clears within seconds of one starting.
-		if res.failure != "" || (res.backup.Failure != "" && res.backup.Failure != openstack.ReasonPermissionDenied) || res.backup.noneUsable() {
+		failed := res.failure != "" || (res.backup.Failure != "" && res.backup.Failure != openstack.ReasonPermissionDenied)
+		if failed || res.backup.noneUsable() {
 			c.failures++
 		} else {
 			c.failures = 0
 		}
-		switch {
-		case client == nil:
-		case res.failure != "" || (res.backup.Failure != "" && res.backup.Failure != openstack.ReasonPermissionDenied):
-			if c.client == client {
-				c.setClient(nil, "")
-			} else {
-				closeClient(client)
-			}
-		default:
-			c.setClient(client, key)
+		// The client of a successful listing serves the next one; a failed listing's is dropped.
+		// Neither holds connections: detect released them.
+		if failed {
+			c.client, c.clientKey = nil, ""
+		} else {
+			c.client, c.clientKey = client, key
 		}
 		if !c.awaited {
 			c.nudge()
