@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 )
 
@@ -45,14 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "start":
 		err = runStart(args[1:], stderr)
-	case "hostedcluster":
-		err = runHostedCluster(args[1:], stderr)
-	case "controlplane":
-		err = runControlPlane(args[1:], stderr)
-	case "guest":
-		err = runGuest(args[1:], stderr)
-	case "standalone":
-		err = runStandalone(args[1:], stderr)
+	case "hostedcluster", "controlplane", "guest", "standalone":
+		err = runManagers(operator.Managers(args[0]), args[1:], stderr)
 	case "render":
 		err = runRender(args[1:], stdout, stderr)
 	case "version":

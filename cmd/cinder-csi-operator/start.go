@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -70,12 +69,11 @@ func runStart(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var m *clusters.Manager
+	o := operator.Options{Managers: operator.Standalone, ControlPlane: defaultTopologyConfig()}
 	if s.hyperShift {
-		m, err = newHostedCluster(&s.flags, operator.HostedCluster{ControlPlaneConfig: defaultTopologyConfig()}, stderr)
-	} else {
-		m, err = newStandalone(&s.flags, operator.Standalone{ControlPlane: defaultTopologyConfig()}, stderr)
+		o.Managers = operator.HostedCluster
 	}
+	m, err := newManagers(&s.flags, o, stderr)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/cmd/cinder-csi-operator/operator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
@@ -149,48 +148,35 @@ func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
 		}
 	}
 
-	var managers []*clusters.Manager
+	mo := operator.Options{Common: common(), Managers: operator.Standalone, Namespace: e.Namespace}
 	if e.Mode == ModeHyperShift {
-		// One manager, as the hostedcluster command runs it; each reconciler gets its own
-		// request log, and the lease is counted apart from both.
-		h := operator.HostedCluster{
-			Common:            common(),
-			Mgmt:              counted("controlplane", ClusterManagement, e.MgmtConfig()),
-			ControlPlaneGuest: counted("controlplane", ClusterGuest, e.GuestConfig()),
-			Guest:             counted("guest", ClusterGuest, e.GuestConfig()),
-		}
-		h.LeaderConfig = counted("hostedcluster", ClusterManagement, e.MgmtConfig())
-		h.ControlPlaneConfig.Namespace, h.ControlPlaneConfig.Images = e.Namespace, ctrlImages
-		h.ControlPlaneConfig.TopologyRecheckInterval, h.ControlPlaneConfig.OpenStackTimeout = o.TopologyRecheckInterval, o.OpenStackTimeout
-		h.ControlPlaneConfig.Proxy = o.Proxy
-		h.ControlPlaneConfig.ReleaseVersion, h.ControlPlaneConfig.RunAsUser = o.ReleaseVersion, o.RunAsUser
-		h.GuestConfig.Images = nodeImages
-		m, err := operator.NewHostedCluster(h)
-		if err != nil {
-			return nil, err
-		}
-		managers = append(managers, m)
+		// As the hostedcluster command runs them; each reconciler gets its own request log,
+		// and the lease is counted apart from both.
+		mo.Managers = operator.HostedCluster
+		mo.MgmtCluster = counted("controlplane", ClusterManagement, e.MgmtConfig())
+		mo.ControlPlaneGuestCluster = counted("controlplane", ClusterGuest, e.GuestConfig())
+		mo.GuestCluster = counted("guest", ClusterGuest, e.GuestConfig())
+		mo.LeaderConfig = counted("hostedcluster", ClusterManagement, e.MgmtConfig())
+		mo.ControlPlane.Proxy = o.Proxy
+		mo.ControlPlane.ReleaseVersion, mo.ControlPlane.RunAsUser = o.ReleaseVersion, o.RunAsUser
 	} else {
-		s := operator.Standalone{Common: common(), Cluster: counted("standalone", ClusterManagement, e.MgmtConfig())}
-		s.ControlPlane.Namespace, s.ControlPlane.Images, s.Guest.Images = e.Namespace, ctrlImages, nodeImages
-		s.ControlPlane.TopologyRecheckInterval, s.ControlPlane.OpenStackTimeout = o.TopologyRecheckInterval, o.OpenStackTimeout
-		m, err := operator.NewStandalone(s)
-		if err != nil {
-			return nil, err
-		}
-		managers = append(managers, m)
+		mo.MgmtCluster = counted("standalone", ClusterManagement, e.MgmtConfig())
+	}
+	mo.ControlPlane.Images, mo.Guest.Images = ctrlImages, nodeImages
+	mo.ControlPlane.TopologyRecheckInterval, mo.ControlPlane.OpenStackTimeout = o.TopologyRecheckInterval, o.OpenStackTimeout
+	m, err := operator.New(mo)
+	if err != nil {
+		return nil, err
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	op.cancel = cancel
-	for _, m := range managers {
-		op.running++
-		go func() {
-			err := m.Start(ctx)
-			op.exited.Add(1)
-			op.done <- err
-		}()
-	}
+	op.running++
+	go func() {
+		err := m.Start(ctx)
+		op.exited.Add(1)
+		op.done <- err
+	}()
 	return op, nil
 }
 

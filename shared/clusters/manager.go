@@ -1,6 +1,6 @@
 // Package clusters builds the operator's managers: a controller-runtime manager for the cluster
-// whose objects it mainly reconciles, plus, in HyperShift mode, a second cluster.Cluster for the
-// other side with its own narrowed cache. It is the one place where clients, caches, leader
+// where its lease and metrics belong, plus a cluster.Cluster with its own narrowed cache for each
+// other view a reconciler needs (the guest beside the management cluster). It is the one place where clients, caches, leader
 // election, metrics and health endpoints are wired, so the controlplane and guest packages only
 // add reconcilers.
 package clusters
@@ -47,11 +47,6 @@ type Options struct {
 	// client and cache talk to it.
 	Primary      *rest.Config
 	PrimaryCache cache.Options
-
-	// Secondary, when set, is the other cluster (the guest for the controlplane manager). It is
-	// added to the manager as a cluster.Cluster with its own cache.
-	Secondary      *rest.Config
-	SecondaryCache cache.Options
 
 	// LeaderElection turns leader election on. The lock lives in LeaderElectionNamespace of
 	// the cluster LeaderElectionConfig points at: the cluster where the operator pod runs
@@ -101,12 +96,11 @@ type MetricsOptions struct {
 	Auth *rest.Config
 }
 
-// Manager is a controller-runtime manager plus, in HyperShift mode, the other cluster.
+// Manager is a controller-runtime manager plus the clusters added to it (AddCluster).
 type Manager struct {
 	manager.Manager
-	// Secondary is the other cluster, or nil when the manager talks to one cluster only.
-	Secondary cluster.Cluster
-	extra     []cluster.Cluster
+	// clusters are the added clusters, by name, in the order they were added.
+	clusters []namedCluster
 	// leaderEvents records the leader-election Events; nil without leader election.
 	leaderEvents *leaderEvents
 }
@@ -182,21 +176,6 @@ func New(o Options) (_ *Manager, err error) {
 	}
 	m.Manager = mgr
 
-	if o.Secondary != nil {
-		c, err := cluster.New(awaitAPIServer(o.Secondary, log, false), func(co *cluster.Options) {
-			co.Scheme = o.Scheme
-			co.Logger = o.Logger
-			co.Cache = o.SecondaryCache
-		})
-		if err != nil {
-			return nil, fmt.Errorf("creating the %s manager's second cluster: %w", o.Name, err)
-		}
-		if err := mgr.Add(c); err != nil {
-			return nil, fmt.Errorf("adding the second cluster to the %s manager: %w", o.Name, err)
-		}
-		m.Secondary = c
-	}
-
 	if probe != nil {
 		if err := mgr.Add(probe); err != nil {
 			return nil, fmt.Errorf("adding the %s manager's probes: %w", o.Name, err)
@@ -245,7 +224,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	return m.Manager.Start(withManagerContext(ctx))
 }
 
-// cachesSynced reports ready once the caches of both clusters have synced, so a rollout of the
+// cachesSynced reports ready once the caches of every cluster have synced, so a rollout of the
 // operator is not declared done while it still cannot see one of the two API servers.
 func (m *Manager) cachesSynced(req *http.Request) error {
 	ctx, cancel := context.WithTimeout(req.Context(), time.Second)
@@ -253,20 +232,18 @@ func (m *Manager) cachesSynced(req *http.Request) error {
 	if !m.GetCache().WaitForCacheSync(ctx) {
 		return errors.New("the primary cluster's cache has not synced")
 	}
-	if m.Secondary != nil && !m.Secondary.GetCache().WaitForCacheSync(ctx) {
-		return errors.New("the second cluster's cache has not synced")
-	}
-	for _, c := range m.extra {
+	for _, c := range m.clusters {
 		if !c.GetCache().WaitForCacheSync(ctx) {
-			return errors.New("a cache has not synced")
+			return fmt.Errorf("the cache of cluster %s has not synced", c.name)
 		}
 	}
 	return nil
 }
 
-// AddCluster adds another cluster.Cluster with its own cache to the manager. Standalone mode uses
-// it to give each reconciler the same narrowed caches it has in HyperShift mode, all on the one
-// API server and under one leader election.
+// AddCluster adds another cluster.Cluster with its own cache to the manager: a second API server
+// (the guest beside the management cluster), or a second view of the same one, so that each
+// reconciler sees the clusters through the narrowed caches it declares, all under one leader
+// election.
 func (m *Manager) AddCluster(name string, cfg *rest.Config, opts cache.Options) (cluster.Cluster, error) {
 	c, err := cluster.New(awaitAPIServer(cfg, m.GetLogger().WithName("apiserver"), false), func(co *cluster.Options) {
 		co.Scheme = m.GetScheme()
@@ -279,6 +256,12 @@ func (m *Manager) AddCluster(name string, cfg *rest.Config, opts cache.Options) 
 	if err := m.Add(c); err != nil {
 		return nil, fmt.Errorf("adding cluster %s: %w", name, err)
 	}
-	m.extra = append(m.extra, c)
+	m.clusters = append(m.clusters, namedCluster{Cluster: c, name: name})
 	return c, nil
+}
+
+// namedCluster is a cluster added to a Manager, with the name its logs and readiness use.
+type namedCluster struct {
+	cluster.Cluster
+	name string
 }

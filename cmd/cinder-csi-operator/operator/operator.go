@@ -6,10 +6,12 @@ package operator
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane"
 	"github.com/cinder-csi-operator/cinder-csi-operator/guest"
@@ -52,48 +54,154 @@ type Common struct {
 	SkipControllerNameValidation bool
 }
 
-// ControlPlane are the options of the HyperShift controlplane manager.
-type ControlPlane struct {
-	Common
-	Mgmt, Guest *rest.Config
-	Config      controlplane.Config
-}
+// Managers names which reconcilers one process runs, and so which clusters it needs.
+type Managers string
 
-// Guest are the options of the HyperShift guest manager.
-type Guest struct {
+const (
+	// ControlPlane runs the management side of one hosted cluster alone: the CSI controller
+	// beside the hosted control plane, and what it writes into the guest.
+	ControlPlane Managers = "controlplane"
+	// Guest runs the guest side of one hosted cluster alone: the node plugin and the guest's
+	// driver objects.
+	Guest Managers = "guest"
+	// HostedCluster runs both sides of one hosted cluster under one leader election.
+	HostedCluster Managers = "hostedcluster"
+	// Standalone runs both sides against one OpenShift cluster.
+	Standalone Managers = "standalone"
+)
+
+// HyperShift reports whether the managers serve a hosted cluster.
+func (k Managers) HyperShift() bool { return k != Standalone }
+
+// RunsControlPlane reports whether the controlplane reconciler runs.
+func (k Managers) RunsControlPlane() bool { return k != Guest }
+
+// RunsGuest reports whether the guest reconciler runs.
+func (k Managers) RunsGuest() bool { return k != ControlPlane }
+
+// Options are the options of every kind of Managers. The clusters are *rest.Configs named
+// ...Cluster; ControlPlane and Guest configure the two reconcilers.
+type Options struct {
 	Common
-	Guest  *rest.Config
-	Config guest.Config
-	// Mgmt is the management cluster and Namespace the HostedControlPlane namespace, where the
-	// manager reads the TLS security profile of its metrics endpoint; without Mgmt the endpoint
-	// serves Go's defaults.
-	Mgmt      *rest.Config
+	Managers Managers
+	// Namespace is where the operator runs: the HostedControlPlane namespace on HyperShift,
+	// the driver's namespace standalone (names.GuestNamespace when empty).
 	Namespace string
+	// MgmtCluster is the cluster where the operator's pod runs: the management cluster on
+	// HyperShift, the one cluster standalone. The lease lives there unless LeaderConfig names
+	// another configuration. The Guest managers alone may go without it; their metrics endpoint
+	// then serves Go's TLS defaults.
+	MgmtCluster *rest.Config
+	// GuestCluster is the hosted cluster as the guest reconciler reaches it, and
+	// ControlPlaneGuestCluster the same cluster as the controlplane reconciler reaches it
+	// (GuestCluster when nil). Two configurations let each reconciler keep its own user agent,
+	// and tests their own request logs. Standalone uses MgmtCluster for both.
+	GuestCluster, ControlPlaneGuestCluster *rest.Config
+	ControlPlane                           controlplane.Config
+	Guest                                  guest.Config
 }
 
-// HostedCluster are the options of the HyperShift operator in one process: both managers of one
-// hosted cluster, under one leader election on the management cluster.
-type HostedCluster struct {
-	Common
-	// Mgmt is the management cluster: the controlplane reconciler's HostedControlPlane
-	// namespace, and the lease unless LeaderConfig names another configuration.
-	Mgmt *rest.Config
-	// Guest is the hosted cluster as the guest reconciler reaches it; ControlPlaneGuest is the
-	// same cluster as the controlplane reconciler reaches it, Guest when nil. Two configurations
-	// let each reconciler keep its own user agent (and tests their own request logs).
-	Guest, ControlPlaneGuest *rest.Config
-	ControlPlaneConfig       controlplane.Config
-	GuestConfig              guest.Config
+// New builds the manager that runs o.Managers: one controller-runtime manager, one leader
+// election and one metrics endpoint, with each reconciler seeing its clusters through the
+// narrowed caches it declares (controlplane.CacheOptions, guest.CacheOptions), also where two
+// reconcilers see the same API server.
+//
+// The manager's own cluster is the one its lease and metrics reviews belong with: the
+// management cluster, except for the Guest managers alone, whose own cluster is the guest (the
+// lease then still lives on LeaderConfig, the management cluster, as every hosted-control-plane
+// component's does). Hundreds of hosted clusters each run one HostedCluster manager, so what two
+// processes would cost twice (a lease and its renewals, a Go runtime, the management cluster's
+// client) is paid once.
+//
+// The guest is watched through two caches, as the two managers watch it. Merged into one, the
+// ClusterCSIDriver and cloud-conf would be watched and held once instead of twice: about 2 MiB
+// of the process's 47 (see README), for a guest manager that sees the user's configuration too
+// and guest requests that no longer tell the two reconcilers apart by user agent.
+func New(o Options) (*clusters.Manager, error) {
+	if err := o.complete(); err != nil {
+		return nil, err
+	}
+	primary, lockID := o.MgmtCluster, names.LeaderElectionControlPlane
+	if o.Managers == Guest {
+		primary, lockID = o.GuestCluster, names.LeaderElectionGuest
+	}
+	opts, err := o.options(string(o.Managers), primary, lockID)
+	if err != nil {
+		return nil, err
+	}
+	var cpGuestCache cache.Options
+	if o.Managers.RunsControlPlane() {
+		opts.PrimaryCache, cpGuestCache = controlplane.CacheOptions(o.ControlPlane)
+	} else {
+		opts.PrimaryCache = guest.CacheOptions(o.Guest)
+	}
+	m, err := clusters.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	var cpGuest cluster.Cluster
+	if o.Managers.RunsControlPlane() {
+		if cpGuest, err = m.AddCluster("controlplane-guest", o.ControlPlaneGuestCluster, cpGuestCache); err != nil {
+			return nil, err
+		}
+		if err := controlplane.Setup(m, m, cpGuest, o.ControlPlane); err != nil {
+			return nil, err
+		}
+	}
+	if o.Managers.RunsGuest() {
+		var nodes cluster.Cluster = m
+		if o.Managers != Guest {
+			if nodes, err = m.AddCluster("guest", o.GuestCluster, guest.CacheOptions(o.Guest)); err != nil {
+				return nil, err
+			}
+		}
+		if err := guest.Setup(m, nodes, o.Guest); err != nil {
+			return nil, err
+		}
+	}
+	if err := o.followProfile(m, cpGuest); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
-// Standalone are the options of the standalone operator: both managers against one cluster.
-type Standalone struct {
-	Common
-	Cluster      *rest.Config
-	ControlPlane controlplane.Config
-	Guest        guest.Config
+// complete checks that o has the clusters its Managers need, fills the ones that default to
+// another, and passes the mode, namespace and log level on to the reconcilers' configurations.
+func (o *Options) complete() error {
+	switch o.Managers {
+	case ControlPlane, HostedCluster:
+		if o.MgmtCluster == nil || (o.GuestCluster == nil && o.ControlPlaneGuestCluster == nil) {
+			return fmt.Errorf("%s needs the management and the guest cluster", o.Managers)
+		}
+		if o.ControlPlaneGuestCluster == nil {
+			o.ControlPlaneGuestCluster = o.GuestCluster
+		}
+		if o.GuestCluster == nil {
+			o.GuestCluster = o.ControlPlaneGuestCluster
+		}
+	case Guest:
+		if o.GuestCluster == nil {
+			return errors.New("guest needs the guest cluster")
+		}
+	case Standalone:
+		if o.MgmtCluster == nil {
+			return errors.New("standalone needs a cluster")
+		}
+		o.GuestCluster, o.ControlPlaneGuestCluster = o.MgmtCluster, o.MgmtCluster
+		if o.Namespace == "" {
+			o.Namespace = names.GuestNamespace
+		}
+	default:
+		return fmt.Errorf("unknown managers %q", o.Managers)
+	}
+	hyperShift := o.Managers.HyperShift()
+	o.ControlPlane.HyperShift, o.Guest.HyperShift = hyperShift, hyperShift
+	o.ControlPlane.LogLevel, o.Guest.LogLevel = o.LogLevel, o.LogLevel
+	o.ControlPlane.Namespace = o.Namespace
+	return nil
 }
 
+// options are the manager's options from c: its name, own cluster and lease name.
 func (c Common) options(name string, primary *rest.Config, lockID string) (clusters.Options, error) {
 	scheme, err := clusters.NewScheme()
 	if err != nil {
@@ -137,166 +245,32 @@ func (c Common) options(name string, primary *rest.Config, lockID string) (clust
 	}, nil
 }
 
-// followProfile makes m follow the cluster's TLS security profile from src, read through c, into
-// the metrics endpoint; nothing when the endpoint is off or follows no profile.
-func (c Common) followProfile(m *clusters.Manager, cc cache.Cache, src tlsprofile.Source) error {
-	if c.TLSProfile == nil || c.MetricsBindAddress == "0" {
+// followProfile makes the metrics endpoint follow the cluster's TLS security profile, read from
+// an informer a reconciler already has where one runs; nothing when the endpoint is off or follows
+// no profile. cpGuest is the controlplane reconciler's view of the guest.
+func (o Options) followProfile(m *clusters.Manager, cpGuest cluster.Cluster) error {
+	if o.TLSProfile == nil || o.MetricsBindAddress == "0" {
 		return nil
 	}
-	return m.Add(&tlsprofile.Follower{Cache: cc, Source: src, Live: c.TLSProfile, Log: c.Logger.WithName("tlsprofile")})
-}
-
-// NewControlPlane builds the controlplane manager: primary cluster management (the HostedControlPlane
-// namespace only), second cluster the guest.
-func NewControlPlane(o ControlPlane) (*clusters.Manager, error) {
-	if o.Mgmt == nil || o.Guest == nil {
-		return nil, errors.New("the controlplane manager needs the management and the guest cluster")
-	}
-	o.Config.HyperShift = true
-	o.Config.LogLevel = o.LogLevel
-	opts, err := o.options("controlplane", o.Mgmt, names.LeaderElectionControlPlane)
-	if err != nil {
-		return nil, err
-	}
-	opts.Secondary = o.Guest
-	opts.PrimaryCache, opts.SecondaryCache = controlplane.CacheOptions(o.Config)
-	m, err := clusters.New(opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := controlplane.Setup(m, m, m.Secondary, o.Config); err != nil {
-		return nil, err
-	}
-	if err := o.followProfile(m, m.GetCache(), tlsprofile.HostedControlPlaneSource(o.Config.Namespace)); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// NewGuest builds the guest manager: primary cluster the guest; its leader lease lives on the
-// cluster LeaderConfig points at (the management cluster, where the pod runs).
-func NewGuest(o Guest) (*clusters.Manager, error) {
-	if o.Guest == nil {
-		return nil, errors.New("the guest manager needs the guest cluster")
-	}
-	o.Config.HyperShift = true
-	o.Config.LogLevel = o.LogLevel
-	opts, err := o.options("guest", o.Guest, names.LeaderElectionGuest)
-	if err != nil {
-		return nil, err
-	}
-	opts.PrimaryCache = guest.CacheOptions(o.Config)
-	m, err := clusters.New(opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := guest.Setup(m, m, o.Config); err != nil {
-		return nil, err
-	}
-	if o.Mgmt != nil && o.TLSProfile != nil && o.MetricsBindAddress != "0" {
-		// The profile lives with the HostedControlPlane on the management cluster: a cache of
-		// that one kind in that one namespace.
-		hcps, err := m.AddCluster("tlsprofile", o.Mgmt, cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}})
+	var cc cache.Cache
+	src := tlsprofile.HostedControlPlaneSource(o.Namespace)
+	switch {
+	case !o.Managers.HyperShift():
+		// The APIServer's informer is the controlplane reconciler's own, selected by name.
+		cc, src = cpGuest.GetCache(), tlsprofile.APIServerSource(names.APIServerName)
+	case o.Managers.RunsControlPlane():
+		// The HostedControlPlane's informer is the controlplane reconciler's own.
+		cc = m.GetCache()
+	case o.MgmtCluster != nil:
+		// The guest manager alone: the profile lives with the HostedControlPlane on the
+		// management cluster, read through a cache of that one kind in that one namespace.
+		hcps, err := m.AddCluster("tlsprofile", o.MgmtCluster, cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := o.followProfile(m, hcps.GetCache(), tlsprofile.HostedControlPlaneSource(o.Namespace)); err != nil {
-			return nil, err
-		}
+		cc = hcps.GetCache()
+	default:
+		return nil
 	}
-	return m, nil
-}
-
-// NewHostedCluster builds the HyperShift operator of one hosted cluster as one manager: one
-// process, one leader election (the controlplane's lease on the management cluster, as
-// NewControlPlane holds it), with each reconciler seeing its clusters through the same narrowed
-// caches it has in NewControlPlane and NewGuest. Hundreds of hosted clusters each run one, so
-// what two processes would cost twice (a lease and its renewals, a Go runtime, the shared
-// libraries and the management cluster's client) is paid once.
-//
-// The guest is watched through two caches, as the two managers watch it. Merged into one, the
-// ClusterCSIDriver and cloud-conf would be watched and held once instead of twice: about 2 MiB
-// of the process's 47 (see README), for a guest manager that sees the user's configuration too
-// and guest requests that no longer tell the two reconcilers apart by user agent.
-func NewHostedCluster(o HostedCluster) (*clusters.Manager, error) {
-	if o.Mgmt == nil || o.Guest == nil {
-		return nil, errors.New("the hosted cluster operator needs the management and the guest cluster")
-	}
-	cpGuest := o.ControlPlaneGuest
-	if cpGuest == nil {
-		cpGuest = o.Guest
-	}
-	o.ControlPlaneConfig.HyperShift, o.GuestConfig.HyperShift = true, true
-	o.ControlPlaneConfig.LogLevel, o.GuestConfig.LogLevel = o.LogLevel, o.LogLevel
-	opts, err := o.options("hostedcluster", o.Mgmt, names.LeaderElectionControlPlane)
-	if err != nil {
-		return nil, err
-	}
-	cpMgmtCache, cpGuestCache := controlplane.CacheOptions(o.ControlPlaneConfig)
-	opts.PrimaryCache = cpMgmtCache
-	m, err := clusters.New(opts)
-	if err != nil {
-		return nil, err
-	}
-	cpGuestCluster, err := m.AddCluster("controlplane-guest", cpGuest, cpGuestCache)
-	if err != nil {
-		return nil, err
-	}
-	guestCluster, err := m.AddCluster("guest", o.Guest, guest.CacheOptions(o.GuestConfig))
-	if err != nil {
-		return nil, err
-	}
-	if err := controlplane.Setup(m, m, cpGuestCluster, o.ControlPlaneConfig); err != nil {
-		return nil, err
-	}
-	if err := guest.Setup(m, guestCluster, o.GuestConfig); err != nil {
-		return nil, err
-	}
-	// The HostedControlPlane's informer is the controlplane reconciler's own.
-	if err := o.followProfile(m, m.GetCache(), tlsprofile.HostedControlPlaneSource(o.ControlPlaneConfig.Namespace)); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// NewStandalone builds the standalone operator: one manager and one leader election on the one
-// cluster, with each reconciler seeing it through the same narrowed caches it has on HyperShift.
-func NewStandalone(o Standalone) (*clusters.Manager, error) {
-	if o.Cluster == nil {
-		return nil, errors.New("the standalone operator needs a cluster")
-	}
-	o.ControlPlane.HyperShift, o.Guest.HyperShift = false, false
-	o.ControlPlane.LogLevel, o.Guest.LogLevel = o.LogLevel, o.LogLevel
-	if o.ControlPlane.Namespace == "" {
-		o.ControlPlane.Namespace = names.GuestNamespace
-	}
-	opts, err := o.options("standalone", o.Cluster, names.LeaderElectionControlPlane)
-	if err != nil {
-		return nil, err
-	}
-	cpMgmt, cpGuest := controlplane.CacheOptions(o.ControlPlane)
-	opts.PrimaryCache = cpMgmt
-	m, err := clusters.New(opts)
-	if err != nil {
-		return nil, err
-	}
-	cpGuestCluster, err := m.AddCluster("controlplane-guest", o.Cluster, cpGuest)
-	if err != nil {
-		return nil, err
-	}
-	nodes, err := m.AddCluster("guest", o.Cluster, guest.CacheOptions(o.Guest))
-	if err != nil {
-		return nil, err
-	}
-	if err := controlplane.Setup(m, m, cpGuestCluster, o.ControlPlane); err != nil {
-		return nil, err
-	}
-	if err := guest.Setup(m, nodes, o.Guest); err != nil {
-		return nil, err
-	}
-	// The APIServer's informer is the controlplane reconciler's own, selected by name.
-	if err := o.followProfile(m, cpGuestCluster.GetCache(), tlsprofile.APIServerSource(names.APIServerName)); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return m.Add(&tlsprofile.Follower{Cache: cc, Source: src, Live: o.TLSProfile, Log: o.Logger.WithName("tlsprofile")})
 }
