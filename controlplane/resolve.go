@@ -111,6 +111,33 @@ func resolveStandalone(cfg *config, in *Inputs) []problem {
 	return nil
 }
 
+// resolveHostedControlPlane fills in what the HostedControlPlane and the operator's own
+// environment decide on HyperShift.
+func resolveHostedControlPlane(rc Config, cfg *config, in *Inputs) []problem {
+	cfg.Proxy = rc.Proxy
+	hcp := in.HCP
+	if hcp == nil {
+		return []problem{{names.ReasonMissingHostedControlPlane,
+			fmt.Sprintf("No single HostedControlPlane found in namespace %s.", rc.Namespace)}}
+	}
+	cfg.ClusterID = hcp.Spec.InfraID
+	cfg.HA = hcp.Spec.ControllerAvailabilityPolicy == hyperv1.HighlyAvailable
+	cfg.NodeSelector = hcp.Spec.NodeSelector
+	cfg.Tolerations = hcp.Spec.Tolerations
+	cfg.PodLabels = hcp.Spec.Labels
+	cfg.TLS = tlsprofile.Resolve(tlsprofile.FromHostedControlPlane(hcp))
+	if platform := hcp.Spec.Platform.OpenStack; platform != nil && platform.IdentityRef.CloudName != "" {
+		cfg.CloudName = platform.IdentityRef.CloudName
+	}
+	cfg.Owner = hostedControlPlaneOwner(hcp)
+	// hypershift-operator writes the ConfigMap before it names it in the HostedControlPlane;
+	// one that is missing or empty is not there yet, and its arrival rolls the controller once.
+	if cm := in.AdditionalTrustBundle; cm != nil && cm.Data[names.KeyTrustedCA] != "" {
+		cfg.AdditionalTrustBundle = cm
+	}
+	return nil
+}
+
 // resolve validates the inputs and resolves them into a config, or returns the problems found.
 func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*config, []problem) {
 	var problems []problem
@@ -124,33 +151,10 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*confi
 	}
 	cfg.Verbosity = v
 
-	if !rc.HyperShift {
-		problems = append(problems, resolveStandalone(cfg, in)...)
-	}
 	if rc.HyperShift {
-		cfg.Proxy = rc.Proxy
-		if in.HCP == nil {
-			problems = append(problems, problem{names.ReasonMissingHostedControlPlane,
-				fmt.Sprintf("No single HostedControlPlane found in namespace %s.", rc.Namespace)})
-		} else {
-			hcp := in.HCP
-			cfg.ClusterID = hcp.Spec.InfraID
-			cfg.HA = hcp.Spec.ControllerAvailabilityPolicy == hyperv1.HighlyAvailable
-			cfg.NodeSelector = hcp.Spec.NodeSelector
-			cfg.Tolerations = hcp.Spec.Tolerations
-			cfg.PodLabels = hcp.Spec.Labels
-			cfg.TLS = tlsprofile.Resolve(tlsprofile.FromHostedControlPlane(hcp))
-			if os := hcp.Spec.Platform.OpenStack; os != nil && os.IdentityRef.CloudName != "" {
-				cfg.CloudName = os.IdentityRef.CloudName
-			}
-			cfg.Owner = hostedControlPlaneOwner(hcp)
-			// hypershift-operator writes the ConfigMap before it names it in the
-			// HostedControlPlane; one that is missing or empty is not there yet, and its
-			// arrival rolls the controller once.
-			if cm := in.AdditionalTrustBundle; cm != nil && cm.Data[names.KeyTrustedCA] != "" {
-				cfg.AdditionalTrustBundle = cm
-			}
-		}
+		problems = append(problems, resolveHostedControlPlane(rc, cfg, in)...)
+	} else {
+		problems = append(problems, resolveStandalone(cfg, in)...)
 	}
 	// The operator creates the ConfigMap empty and the cluster network operator fills it: only
 	// a filled one is an input. Hashing the empty one would add a hash annotation on the
@@ -158,7 +162,26 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*confi
 	if in.TrustedCA != nil && in.TrustedCA.Data[names.KeyTrustedCA] != "" {
 		cfg.TrustedCA = in.TrustedCA
 	}
+	problems = append(problems, resolveCredentials(rc, cfg, in)...)
+	problems = append(problems, resolveDriverConfig(rc, cfg, in)...)
 
+	if in.NodeCloudConf != nil {
+		cfg.LiveNode = in.NodeCloudConf.Data
+	}
+	if in.CloudConf != nil {
+		switch in.CloudConf.Data[names.KeyEnableTopology] {
+		case "true":
+			cfg.LastTopology = ptr.To(true)
+		case "false":
+			cfg.LastTopology = ptr.To(false)
+		}
+	}
+	return cfg, problems
+}
+
+// resolveCredentials fills in clouds.yaml and the OpenStack CA, each checked.
+func resolveCredentials(rc Config, cfg *config, in *Inputs) []problem {
+	var problems []problem
 	switch {
 	case in.Credentials == nil:
 		problems = append(problems, problem{names.ReasonMissingCredentials,
@@ -178,9 +201,17 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*confi
 		problems = append(problems, *caProblem)
 	}
 	cfg.CABundle = ca
+	return problems
+}
 
+// resolveDriverConfig fills in the driver's settings from the configuration source the user
+// chose: both confs, the topology override, the report on the user's configuration and the
+// opt-in features. It needs the cloud name and the CA resolved first.
+func resolveDriverConfig(rc Config, cfg *config, in *Inputs) []problem {
+	var problems []problem
 	cfg.Source = chooseConfigSource(rc, in)
 	userINI, enableTopology := cfg.Source.settings()
+	var err error
 	if cfg.Override, err = cloudconfig.ParseTopologyOverride(enableTopology); err != nil {
 		problems = append(problems, configProblem(cfg.Source, err))
 	}
@@ -198,19 +229,7 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*confi
 	for _, err := range featureErrs {
 		problems = append(problems, configProblem(cfg.Source, err))
 	}
-	if in.NodeCloudConf != nil {
-		cfg.LiveNode = in.NodeCloudConf.Data
-	}
-
-	if in.CloudConf != nil {
-		switch in.CloudConf.Data[names.KeyEnableTopology] {
-		case "true":
-			cfg.LastTopology = ptr.To(true)
-		case "false":
-			cfg.LastTopology = ptr.To(false)
-		}
-	}
-	return cfg, problems
+	return problems
 }
 
 // caBundle returns the OpenStack CA: the credentials Secret's cacert key, where HyperShift puts

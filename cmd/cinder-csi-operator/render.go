@@ -29,93 +29,130 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
 
-// runRender prints, offline, the objects the operator would apply for the given inputs, for
-// review and GitOps diffs. It uses the reconcilers' own pure functions.
-func runRender(args []string, stdout, stderr io.Writer) error {
+// renderFlags are render's flags: the mode, the input files and the zones.
+type renderFlags struct {
+	mode, namespace                                       string
+	hcpFile, infraFile, proxyFile, apiServerFile          string
+	credsFile, caFile, userFile, driverFile, nodeConfFile string
+	enableTopology, enableTopologySet                     bool
+	computeZones, volumeZones                             string
+	monitor                                               bool
+}
+
+// parseRenderFlags parses render's command line.
+func parseRenderFlags(args []string, stderr io.Writer) (renderFlags, error) {
+	var r renderFlags
 	fs := flag.NewFlagSet("render", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	mode := fs.String("mode", "hypershift", "hypershift or standalone")
-	namespace := fs.String("namespace", "", "controller namespace (default: the HostedControlPlane's, or openshift-cluster-csi-drivers)")
-	hcpFile := fs.String("hcp-file", "", "HostedControlPlane YAML (hypershift)")
-	infraFile := fs.String("infrastructure-file", "", "Infrastructure YAML (standalone)")
-	proxyFile := fs.String("proxy-file", "", "Proxy YAML (standalone, optional)")
-	apiServerFile := fs.String("apiserver-file", "", "APIServer cluster YAML, for its TLS security profile (standalone, optional; default Intermediate)")
-	credsFile := fs.String("credentials-file", "", "Secret openstack-cloud-credentials YAML (clouds.yaml, optional cacert)")
-	caFile := fs.String("ca-configmap-file", "", "ConfigMap with ca-bundle.pem (openstack-cloud-config, or the installer's cloud provider config, whose [BlockStorage] and enable_topology apply without --user-config-file), optional")
-	userFile := fs.String("user-config-file", "", "ConfigMap openshift-config/cinder-csi-config YAML, optional")
-	driverFile := fs.String("clustercsidriver-file", "", "ClusterCSIDriver YAML, optional (default Managed, Normal)")
-	enableTopology := fs.Bool("enable-topology", false, "topology decision to render when cinder-csi-config has no enable_topology (offline, zones cannot be listed); "+
+	fs.StringVar(&r.mode, "mode", "hypershift", "hypershift or standalone")
+	fs.StringVar(&r.namespace, "namespace", "", "controller namespace (default: the HostedControlPlane's, or openshift-cluster-csi-drivers)")
+	fs.StringVar(&r.hcpFile, "hcp-file", "", "HostedControlPlane YAML (hypershift)")
+	fs.StringVar(&r.infraFile, "infrastructure-file", "", "Infrastructure YAML (standalone)")
+	fs.StringVar(&r.proxyFile, "proxy-file", "", "Proxy YAML (standalone, optional)")
+	fs.StringVar(&r.apiServerFile, "apiserver-file", "", "APIServer cluster YAML, for its TLS security profile (standalone, optional; default Intermediate)")
+	fs.StringVar(&r.credsFile, "credentials-file", "", "Secret openstack-cloud-credentials YAML (clouds.yaml, optional cacert)")
+	fs.StringVar(&r.caFile, "ca-configmap-file", "", "ConfigMap with ca-bundle.pem (openstack-cloud-config, or the installer's cloud provider config, whose [BlockStorage] and enable_topology apply without --user-config-file), optional")
+	fs.StringVar(&r.userFile, "user-config-file", "", "ConfigMap openshift-config/cinder-csi-config YAML, optional")
+	fs.StringVar(&r.driverFile, "clustercsidriver-file", "", "ClusterCSIDriver YAML, optional (default Managed, Normal)")
+	fs.BoolVar(&r.enableTopology, "enable-topology", false, "topology decision to render when cinder-csi-config has no enable_topology (offline, zones cannot be listed); "+
 		"with --compute-zones and --volume-zones, the default is the decision a listing of those zones makes")
-	computeZones := fs.String("compute-zones", "", "comma-separated available compute (Nova) availability zones, as a listing would return them: "+
+	fs.StringVar(&r.computeZones, "compute-zones", "", "comma-separated available compute (Nova) availability zones, as a listing would return them: "+
 		"the per-zone StorageClasses (zone_storage_classes) and the node copy's zone keys are rendered from them; needs --volume-zones")
-	volumeZones := fs.String("volume-zones", "", "comma-separated available volume (Cinder) availability zones, as a listing would return them; needs --compute-zones")
-	nodeConfFile := fs.String("node-cloud-conf-file", "", "the live node copy of cloud-conf (ConfigMap YAML), optional: without --compute-zones and --volume-zones, "+
+	fs.StringVar(&r.volumeZones, "volume-zones", "", "comma-separated available volume (Cinder) availability zones, as a listing would return them; needs --compute-zones")
+	fs.StringVar(&r.nodeConfFile, "node-cloud-conf-file", "", "the live node copy of cloud-conf (ConfigMap YAML), optional: without --compute-zones and --volume-zones, "+
 		"the zones it records are rendered, as the operator keeps them while OpenStack cannot be asked")
-	monitor := fs.Bool("servicemonitor", true, "standalone: render the ServiceMonitor, as on a cluster whose monitoring stack serves the kind")
+	fs.BoolVar(&r.monitor, "servicemonitor", true, "standalone: render the ServiceMonitor, as on a cluster whose monitoring stack serves the kind")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return r, err
 	}
-	explicit := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
-	detection, err := offlineDetection(*enableTopology, explicit["enable-topology"], *computeZones, *volumeZones)
+	fs.Visit(func(f *flag.Flag) { r.enableTopologySet = r.enableTopologySet || f.Name == "enable-topology" })
+	if r.mode != "hypershift" && r.mode != "standalone" {
+		return r, fmt.Errorf("unknown --mode %q: use hypershift or standalone", r.mode)
+	}
+	if r.credsFile == "" {
+		return r, errors.New("--credentials-file is required")
+	}
+	return r, nil
+}
+
+// state reads the input files into the controlplane manager's state, as if its caches held them.
+func (r renderFlags) state() (controlplane.State, error) {
+	detection, err := offlineDetection(r.enableTopology, r.enableTopologySet, r.computeZones, r.volumeZones)
 	if err != nil {
-		return err
+		return controlplane.State{}, err
 	}
-	hyperShift := *mode == "hypershift"
-	if !hyperShift && *mode != "standalone" {
-		return fmt.Errorf("unknown --mode %q: use hypershift or standalone", *mode)
-	}
-	if *credsFile == "" {
-		return errors.New("--credentials-file is required")
-	}
-	scheme, err := clusters.NewScheme()
-	if err != nil {
-		return err
-	}
-	var cpCfg controlplane.Config
-	cpCfg.HyperShift = hyperShift
-	if cpCfg.Images, err = operandimages.ControllerImages(os.LookupEnv, hyperShift); err != nil {
-		return err
-	}
-	var gCfg guest.Config
-	gCfg.HyperShift = hyperShift
-	if gCfg.Images, err = operandimages.NodeImages(os.LookupEnv); err != nil {
-		return err
-	}
-	cp := controlplane.State{Inputs: controlplane.Inputs{ServiceMonitorCRD: *monitor}, Detection: detection}
+	cp := controlplane.State{Inputs: controlplane.Inputs{ServiceMonitorCRD: r.monitor}, Detection: detection}
 	in := &cp.Inputs
 	files := []struct {
 		path string
 		into any
 	}{
-		{*credsFile, &in.Credentials}, {*caFile, &in.CAConfigMap}, {*userFile, &in.UserConfig}, {*driverFile, &cp.Driver},
-		{*hcpFile, &in.HCP}, {*infraFile, &in.Infrastructure}, {*proxyFile, &in.Proxy},
-		{*apiServerFile, &in.APIServer}, {*nodeConfFile, &in.NodeCloudConf},
+		{r.credsFile, &in.Credentials}, {r.caFile, &in.CAConfigMap}, {r.userFile, &in.UserConfig}, {r.driverFile, &cp.Driver},
+		{r.hcpFile, &in.HCP}, {r.infraFile, &in.Infrastructure}, {r.proxyFile, &in.Proxy},
+		{r.apiServerFile, &in.APIServer}, {r.nodeConfFile, &in.NodeCloudConf},
 	}
 	for _, f := range files {
 		if f.path == "" {
 			continue
 		}
 		if err := readObject(f.path, f.into); err != nil {
-			return err
+			return cp, err
 		}
 	}
 	if cp.Driver == nil {
 		cp.Driver = &operatorv1.ClusterCSIDriver{}
 	}
-	switch {
-	case *namespace != "":
-		cpCfg.Namespace = *namespace
-	case hyperShift && in.HCP != nil:
-		cpCfg.Namespace = in.HCP.Namespace
-	case !hyperShift:
-		cpCfg.Namespace = names.GuestNamespace
-	}
+	hyperShift := r.mode == "hypershift"
 	if hyperShift && in.HCP == nil {
-		return errors.New("--hcp-file is required in hypershift mode")
+		return cp, errors.New("--hcp-file is required in hypershift mode")
 	}
 	if !hyperShift && in.Infrastructure == nil {
-		return errors.New("--infrastructure-file is required in standalone mode")
+		return cp, errors.New("--infrastructure-file is required in standalone mode")
+	}
+	return cp, nil
+}
+
+// configs are the two managers' configurations for the mode, with images from the environment.
+func (r renderFlags) configs(cp controlplane.State) (controlplane.Config, guest.Config, error) {
+	hyperShift := r.mode == "hypershift"
+	cpCfg := controlplane.Config{HyperShift: hyperShift}
+	gCfg := guest.Config{HyperShift: hyperShift}
+	var err error
+	if cpCfg.Images, err = operandimages.ControllerImages(os.LookupEnv, hyperShift); err != nil {
+		return cpCfg, gCfg, err
+	}
+	if gCfg.Images, err = operandimages.NodeImages(os.LookupEnv); err != nil {
+		return cpCfg, gCfg, err
+	}
+	switch {
+	case r.namespace != "":
+		cpCfg.Namespace = r.namespace
+	case hyperShift:
+		cpCfg.Namespace = cp.Inputs.HCP.Namespace
+	default:
+		cpCfg.Namespace = names.GuestNamespace
+	}
+	return cpCfg, gCfg, nil
+}
+
+// runRender prints, offline, the objects the operator would apply for the given inputs, for
+// review and GitOps diffs. It uses the reconcilers' own pure functions.
+func runRender(args []string, stdout, stderr io.Writer) error {
+	r, err := parseRenderFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	cp, err := r.state()
+	if err != nil {
+		return err
+	}
+	cpCfg, gCfg, err := r.configs(cp)
+	if err != nil {
+		return err
+	}
+	scheme, err := clusters.NewScheme()
+	if err != nil {
+		return err
 	}
 
 	// The plans the managers execute, from the same pure functions.
@@ -129,7 +166,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	}
 	g := guest.State{Driver: cp.Driver, SnapshotCRD: true}
 	for _, st := range cpPlan.Apply {
-		if cm, ok := st.Object.(*corev1.ConfigMap); ok && st.Cluster == plan.Guest && cm.Name == names.NodeCloudConf(hyperShift) {
+		if cm, ok := st.Object.(*corev1.ConfigMap); ok && st.Cluster == plan.Guest && cm.Name == names.NodeCloudConf(cpCfg.HyperShift) {
 			g.CloudConf = cm
 		}
 	}
@@ -140,7 +177,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 
 	mgmtTitle := "the management cluster, namespace " + cpCfg.Namespace
 	guestTitle := "the guest cluster"
-	if !hyperShift {
+	if !cpCfg.HyperShift {
 		mgmtTitle, guestTitle = "the cluster (controller side)", "the cluster (node copy of cloud-conf)"
 	}
 	return writeSections(stdout, scheme, []renderSection{

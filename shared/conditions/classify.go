@@ -203,14 +203,7 @@ func classifyStatus(s subject, st *metav1.Status) (failure, bool) {
 			act, api, s.credentials())}, true
 
 	case st.Reason == metav1.StatusReasonNotFound:
-		if st.Details != nil && st.Details.Group == "" && st.Details.Kind == "namespaces" {
-			return failure{ReasonNamespaceNotFound, fmt.Sprintf(
-				"%s failed: %s does not exist on %s. Create it, or find out why what should create it has not.",
-				act, namespaceName(s), s.clusterName())}, true
-		}
-		return failure{ReasonNotFound, fmt.Sprintf(
-			"%s failed: it was not found on %s. It was deleted meanwhile, or %s does not serve its kind.",
-			act, s.clusterName(), api)}, true
+		return classifyNotFound(s, st), true
 
 	case st.Reason == metav1.StatusReasonInvalid:
 		return failure{ReasonInvalid, fmt.Sprintf(
@@ -227,16 +220,7 @@ func classifyStatus(s subject, st *metav1.Status) (failure, bool) {
 			"%s failed: it was created on %s by someone else meanwhile.", act, s.clusterName())}, true
 
 	case st.Reason == metav1.StatusReasonTimeout || st.Reason == metav1.StatusReasonServerTimeout || st.Code == 504:
-		if s.oe != nil && s.oe.Op == apply.OpRead && strings.Contains(st.Message, "Informer to sync") {
-			// controller-runtime's cache answers a read of a kind whose watch never filled
-			// with this timeout: most often RBAC forbids the list or watch.
-			return failure{ReasonWatchNotSynced, fmt.Sprintf(
-				"%s failed: the operator's watch of %s %s on %s did not fill in time. Check that %s has the RBAC verbs list and watch on %s %s, and that %s is reachable.",
-				act, s.kind(), s.scope(), s.clusterName(), s.identity(), s.resource(nil), s.scope(), api)}, true
-		}
-		return failure{ReasonAPIServerTimeout, fmt.Sprintf(
-			"%s failed: %s did not answer in time. If this persists, check the API server's load and the network to it.",
-			act, api)}, true
+		return classifyTimeout(s, st), true
 
 	case st.Reason == metav1.StatusReasonTooManyRequests || st.Code == 429:
 		return failure{ReasonAPIServerThrottling, fmt.Sprintf(
@@ -266,6 +250,35 @@ func classifyStatus(s subject, st *metav1.Status) (failure, bool) {
 	return failure{}, false
 }
 
+// classifyNotFound classifies a NotFound answer: a missing namespace, or a missing object or kind.
+func classifyNotFound(s subject, st *metav1.Status) failure {
+	act := upperFirst(s.action())
+	if st.Details != nil && st.Details.Group == "" && st.Details.Kind == "namespaces" {
+		return failure{ReasonNamespaceNotFound, fmt.Sprintf(
+			"%s failed: %s does not exist on %s. Create it, or find out why what should create it has not.",
+			act, namespaceName(s), s.clusterName())}
+	}
+	return failure{ReasonNotFound, fmt.Sprintf(
+		"%s failed: it was not found on %s. It was deleted meanwhile, or %s does not serve its kind.",
+		act, s.clusterName(), s.apiServer())}
+}
+
+// classifyTimeout classifies a timeout: a watch that never filled, or a slow API server.
+func classifyTimeout(s subject, st *metav1.Status) failure {
+	act := upperFirst(s.action())
+	api := s.apiServer()
+	if s.oe != nil && s.oe.Op == apply.OpRead && strings.Contains(st.Message, "Informer to sync") {
+		// controller-runtime's cache answers a read of a kind whose watch never filled with
+		// this timeout: most often RBAC forbids the list or watch.
+		return failure{ReasonWatchNotSynced, fmt.Sprintf(
+			"%s failed: the operator's watch of %s %s on %s did not fill in time. Check that %s has the RBAC verbs list and watch on %s %s, and that %s is reachable.",
+			act, s.kind(), s.scope(), s.clusterName(), s.identity(), s.resource(nil), s.scope(), api)}
+	}
+	return failure{ReasonAPIServerTimeout, fmt.Sprintf(
+		"%s failed: %s did not answer in time. If this persists, check the API server's load and the network to it.",
+		act, api)}
+}
+
 // unexpected describes an error of no known class.
 func unexpected(s subject) failure {
 	where := ""
@@ -277,9 +290,6 @@ func unexpected(s subject) failure {
 		upperFirst(s.action()), where)}
 }
 
-// admissionDenied reports whether the API server's answer is a denial by an admission webhook
-// or a ValidatingAdmissionPolicy. The message is only searched, never quoted: a webhook's text
-// may hold anything.
 // classifyForbidden classifies a Forbidden answer: a terminating namespace, an RBAC escalation
 // refusal, or a missing permission.
 func classifyForbidden(s subject, st *metav1.Status) failure {
@@ -322,6 +332,9 @@ func classifyForbidden(s subject, st *metav1.Status) failure {
 // (k8s.io/kubernetes pkg/registry/rbac/validation, ConfirmNoEscalation).
 const rbacEscalation = "is attempting to grant RBAC permissions not currently held"
 
+// admissionDenied reports whether the API server's answer is a denial by an admission webhook
+// or a ValidatingAdmissionPolicy. The message is only searched, never quoted: a webhook's text
+// may hold anything.
 func admissionDenied(st *metav1.Status) bool {
 	return strings.Contains(st.Message, "admission webhook") && strings.Contains(st.Message, "denied the request") ||
 		strings.Contains(st.Message, "ValidatingAdmissionPolicy")
