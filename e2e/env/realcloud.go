@@ -12,9 +12,9 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
-	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/pki"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realcloud"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
 )
@@ -61,20 +61,15 @@ func StartRealCloudForTest(t testing.TB) *realcloud.Cloud {
 
 func realCloudOptions(logf func(string, ...any)) (realcloud.Options, error) {
 	ip := RealCloudIP()
-	// GenerateSelfSignedCertKey returns the serving certificate followed by the CA that signed it.
-	chain, key, err := certutil.GenerateSelfSignedCertKey(ip.String(), []net.IP{ip, net.IPv4(127, 0, 0, 1)}, []string{"localhost"})
-	if err != nil {
-		return realcloud.Options{}, fmt.Errorf("making the real cloud's certificate: %w", err)
-	}
-	certs, err := certutil.ParseCertsPEM(chain)
-	if err != nil || len(certs) != 2 {
-		return realcloud.Options{}, fmt.Errorf("parsing the real cloud's certificate chain: %d certificates, %w", len(certs), err)
-	}
-	ca, err := certutil.EncodeCertificates(certs[1])
+	ca, err := pki.NewCA("real cloud CA")
 	if err != nil {
 		return realcloud.Options{}, err
 	}
-	return realcloud.Options{CertPEM: chain, KeyPEM: key, CAPEM: ca, PublicIP: ip, Logf: logf}, nil
+	chain, key, err := ca.ServingPEM(ip.String(), ip.String(), "127.0.0.1", "localhost")
+	if err != nil {
+		return realcloud.Options{}, fmt.Errorf("making the real cloud's certificate: %w", err)
+	}
+	return realcloud.Options{CertPEM: chain, KeyPEM: key, CAPEM: ca.PEM, PublicIP: ip, Logf: logf}, nil
 }
 
 // realCloudsYAML is the clouds.yaml of a credentials Secret for the real cloud: its member user

@@ -1,28 +1,25 @@
 package localcluster
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/pki"
 )
 
-// pki holds the paths of the files the API server and its clients authenticate with.
-type pki struct {
+// pkiFiles holds the paths of the files the API server and its clients authenticate with.
+type pkiFiles struct {
 	caCert, servingCert, servingKey string
 	saKey, saPub                    string
 	caPEM                           []byte
@@ -47,64 +44,32 @@ const (
 )
 
 // writePKI creates a CA, a serving certificate for the API server (valid for loopback, the
-// in-cluster names and extraIPs) and the service-account key pair in dir. Generating them in Go keeps the package free of openssl and lets the admin
-// kubeconfig verify the server instead of skipping TLS verification.
-func writePKI(dir string, extraIPs ...net.IP) (pki, error) {
-	p := pki{
+// in-cluster names and extraIPs) and the service-account key pair in dir. Generating them in Go
+// keeps the package free of openssl and lets the admin kubeconfig verify the server instead of
+// skipping TLS verification.
+func writePKI(dir string, extraIPs ...net.IP) (pkiFiles, error) {
+	p := pkiFiles{
 		caCert:      filepath.Join(dir, "ca.crt"),
 		servingCert: filepath.Join(dir, "apiserver.crt"),
 		servingKey:  filepath.Join(dir, "apiserver.key"),
 		saKey:       filepath.Join(dir, "sa.key"),
 		saPub:       filepath.Join(dir, "sa.pub"),
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA("localcluster-ca")
 	if err != nil {
-		return p, fmt.Errorf("generating CA key: %w", err)
+		return p, err
 	}
-	now := time.Now()
-	caTemplate := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "localcluster-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
+	p.caPEM = ca.PEM
+	// In-cluster names and the service IP are included so that a client given the in-cluster
+	// address by mistake gets a routing error rather than a confusing certificate error.
+	hosts := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+		"kubernetes.default.svc.cluster.local", "127.0.0.1", "::1", KubernetesServiceIP}
+	for _, ip := range extraIPs {
+		hosts = append(hosts, ip.String())
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
+	servingPEM, servingKeyPEM, err := ca.ServingPEM("kube-apiserver", hosts...)
 	if err != nil {
-		return p, fmt.Errorf("creating CA certificate: %w", err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return p, fmt.Errorf("parsing CA certificate: %w", err)
-	}
-	p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-
-	servingKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return p, fmt.Errorf("generating serving key: %w", err)
-	}
-	servingTemplate := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		// In-cluster names and the service IP are included so that a client given the in-cluster
-		// address by mistake gets a routing error rather than a confusing certificate error.
-		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-			"kubernetes.default.svc.cluster.local"},
-		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.ParseIP(KubernetesServiceIP)}, extraIPs...),
-	}
-	servingDER, err := x509.CreateCertificate(rand.Reader, servingTemplate, caCert, &servingKey.PublicKey, caKey)
-	if err != nil {
-		return p, fmt.Errorf("creating serving certificate: %w", err)
-	}
-	servingKeyDER, err := x509.MarshalECPrivateKey(servingKey)
-	if err != nil {
-		return p, fmt.Errorf("encoding serving key: %w", err)
+		return p, err
 	}
 
 	// The service-account signing key is RSA because that is what every token consumer accepts.
@@ -118,17 +83,17 @@ func writePKI(dir string, extraIPs ...net.IP) (pki, error) {
 	}
 
 	files := []struct {
-		path, typ string
-		der       []byte
+		path string
+		data []byte
 	}{
-		{p.caCert, "CERTIFICATE", caDER},
-		{p.servingCert, "CERTIFICATE", servingDER},
-		{p.servingKey, "EC PRIVATE KEY", servingKeyDER},
-		{p.saKey, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)},
-		{p.saPub, "PUBLIC KEY", saPubDER},
+		{p.caCert, ca.PEM},
+		{p.servingCert, servingPEM},
+		{p.servingKey, servingKeyPEM},
+		{p.saKey, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)})},
+		{p.saPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER})},
 	}
 	for _, f := range files {
-		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.typ, Bytes: f.der}), 0o600); err != nil {
+		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {
 			return p, fmt.Errorf("writing %s: %w", f.path, err)
 		}
 	}
