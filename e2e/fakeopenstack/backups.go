@@ -400,34 +400,16 @@ func (s *Server) backupView(r *http.Request, b *backup, mv apiVersion) map[strin
 // backup again for its volume_id) and /backups/detail, with the name, status and volume_id
 // filters and limit/marker pagination.
 func (s *Server) listBackups(w http.ResponseWriter, r *http.Request, mv apiVersion, detail bool) {
-	q := r.URL.Query()
 	c := s.cloud
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var matched []*backup
-	for _, b := range c.sortedBackupsLocked() {
-		if (!q.Has("name") || b.name == q.Get("name")) && (!q.Has("status") || b.status == q.Get("status")) &&
-			(!q.Has("volume_id") || b.volumeID == q.Get("volume_id")) {
-			matched = append(matched, b)
-		}
-	}
-	page, next, ok := paginate(w, r, matched, func(b *backup) string { return b.id })
-	if !ok {
-		return
-	}
-	items := make([]any, 0, len(page))
-	for _, b := range page {
-		if detail {
-			items = append(items, s.backupView(r, b, mv))
-		} else {
-			items = append(items, map[string]any{"id": b.id, "name": b.name, "links": s.selfLinks(r, "backups", b.id)})
-		}
-	}
-	body := map[string]any{"backups": items}
-	if next != "" {
-		body["backups_links"] = []any{map[string]any{"rel": "next", "href": s.requestBase(r) + next}}
-	}
-	writeJSON(w, http.StatusOK, body)
+	writeList(s, w, r, c.sortedBackupsLocked(), collection[*backup]{
+		name: "backups", summaries: !detail, byVolume: true,
+		fields: func(b *backup) listFields {
+			return listFields{id: b.id, name: b.name, status: b.status, volumeID: b.volumeID}
+		},
+		view: func(b *backup) any { return s.backupView(r, b, mv) },
+	})
 }
 
 // deleteBackup is DELETE /backups/{id}. Like Cinder it needs the backup available or in error;

@@ -441,31 +441,63 @@ func (s *Server) getVolume(w http.ResponseWriter, r *http.Request, mv apiVersion
 // listVolumes is GET /volumes and /volumes/detail with the filters the driver and the CSI
 // sidecars use (name, status) and Cinder's limit/marker pagination.
 func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request, mv apiVersion, detail bool) {
-	q := r.URL.Query()
 	c := s.cloud
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var matched []*volume
-	for _, v := range c.sortedVolumesLocked() {
-		if (!q.Has("name") || v.name == q.Get("name")) && (!q.Has("status") || v.status == q.Get("status")) {
-			matched = append(matched, v)
+	writeList(s, w, r, c.sortedVolumesLocked(), collection[*volume]{
+		name: "volumes", summaries: !detail,
+		fields: func(v *volume) listFields { return listFields{id: v.id, name: v.name, status: v.status} },
+		view:   func(v *volume) any { return s.volumeView(r, v, mv) },
+	})
+}
+
+// collection is one of Cinder's listable collections, as writeList answers it.
+type collection[T any] struct {
+	// name is the collection's name in its path and answer: volumes, snapshots, backups.
+	name string
+	// summaries lists each item as its id, name and links only (GET /volumes, not /detail).
+	summaries bool
+	// byVolume is set where the collection takes the volume_id filter (snapshots, backups).
+	byVolume bool
+	// fields are what the filters and the summary read of an item.
+	fields func(T) listFields
+	// view is an item's detailed view.
+	view func(T) any
+}
+
+// listFields are what a list's filters and summaries read of an item.
+type listFields struct {
+	id, name, status, volumeID string
+}
+
+// writeList answers a GET of a collection from items (already in Cinder's order): the name,
+// status and volume_id filters, limit/marker pagination, and the next link.
+func writeList[T any](s *Server, w http.ResponseWriter, r *http.Request, items []T, c collection[T]) {
+	q := r.URL.Query()
+	var matched []T
+	for _, it := range items {
+		f := c.fields(it)
+		if (!q.Has("name") || f.name == q.Get("name")) && (!q.Has("status") || f.status == q.Get("status")) &&
+			(!c.byVolume || !q.Has("volume_id") || f.volumeID == q.Get("volume_id")) {
+			matched = append(matched, it)
 		}
 	}
-	page, next, ok := paginate(w, r, matched, func(v *volume) string { return v.id })
+	page, next, ok := paginate(w, r, matched, func(it T) string { return c.fields(it).id })
 	if !ok {
 		return
 	}
-	items := make([]any, 0, len(page))
-	for _, v := range page {
-		if detail {
-			items = append(items, s.volumeView(r, v, mv))
+	views := make([]any, 0, len(page))
+	for _, it := range page {
+		if c.summaries {
+			f := c.fields(it)
+			views = append(views, map[string]any{"id": f.id, "name": f.name, "links": s.selfLinks(r, c.name, f.id)})
 		} else {
-			items = append(items, map[string]any{"id": v.id, "name": v.name, "links": s.selfLinks(r, "volumes", v.id)})
+			views = append(views, c.view(it))
 		}
 	}
-	body := map[string]any{"volumes": items}
+	body := map[string]any{c.name: views}
 	if next != "" {
-		body["volumes_links"] = []any{map[string]any{"rel": "next", "href": s.requestBase(r) + next}}
+		body[c.name+"_links"] = []any{map[string]any{"rel": "next", "href": s.requestBase(r) + next}}
 	}
 	writeJSON(w, http.StatusOK, body)
 }
@@ -697,33 +729,20 @@ func (s *Server) getSnapshot(w http.ResponseWriter, mv apiVersion, id string) {
 	})
 }
 
-// listSnapshots is GET /snapshots and /snapshots/detail (the driver uses the former) with the
-// name, status and volume_id filters and limit/marker pagination.
+// listSnapshots is GET /snapshots and /snapshots/detail (the driver uses the former; both
+// answer the detailed view) with the name, status and volume_id filters and limit/marker
+// pagination.
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request, mv apiVersion) {
-	q := r.URL.Query()
 	c := s.cloud
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var matched []*snapshot
-	for _, sn := range c.sortedSnapshotsLocked() {
-		if (!q.Has("name") || sn.name == q.Get("name")) && (!q.Has("status") || sn.status == q.Get("status")) &&
-			(!q.Has("volume_id") || sn.volumeID == q.Get("volume_id")) {
-			matched = append(matched, sn)
-		}
-	}
-	page, next, ok := paginate(w, r, matched, func(sn *snapshot) string { return sn.id })
-	if !ok {
-		return
-	}
-	items := make([]any, 0, len(page))
-	for _, sn := range page {
-		items = append(items, s.snapshotView(sn, mv))
-	}
-	body := map[string]any{"snapshots": items}
-	if next != "" {
-		body["snapshots_links"] = []any{map[string]any{"rel": "next", "href": s.requestBase(r) + next}}
-	}
-	writeJSON(w, http.StatusOK, body)
+	writeList(s, w, r, c.sortedSnapshotsLocked(), collection[*snapshot]{
+		name: "snapshots", byVolume: true,
+		fields: func(sn *snapshot) listFields {
+			return listFields{id: sn.id, name: sn.name, status: sn.status, volumeID: sn.volumeID}
+		},
+		view: func(sn *snapshot) any { return s.snapshotView(sn, mv) },
+	})
 }
 
 func (s *Server) deleteSnapshot(w http.ResponseWriter, id string) {
