@@ -10,8 +10,10 @@
 #          external-storage-suite openstack
 # operands is etcd, the csi sidecars, kube-rbac-proxy, kube-router and cinder-csi-plugin, compiled
 # together in one module that shares the kube binaries' package versions (build-operands.sh).
-# The Debian packages (host-packages) install side by side with the first Go build: apt waits on
-# the network and the disk, the compiler on the CPU. Their output is shown when they are done.
+# The Debian packages (host-packages, then openstack) install side by side with the Go builds: apt
+# waits on the network and the disk, the compiler on the CPU. They install one after the other
+# (dpkg takes one lock); the images wait only for the host packages, whose tools they copy, and
+# each step's output is shown when it is done.
 set -euo pipefail
 
 hack=$(cd "$(dirname "$0")" && pwd)
@@ -83,44 +85,77 @@ steps=("$@")
 for s in "${steps[@]}"; do label "$s" >/dev/null || { echo "unknown step $s" >&2; exit 2; }; done
 total=${#steps[@]}
 begin=$SECONDS
-apt_pid="" apt_log="" apt_step=""
 
-# finish_apt waits for the Debian packages started in the background and shows their output.
+# The Debian packages run in one background job: host-packages, then openstack when it is asked
+# for and missing. apt_dir holds each one's output (<step>.log) and, once done, its exit code
+# and time in seconds (<step>.rc).
+apt_pid="" apt_dir=$(mktemp -d)
+trap 'rm -rf "$apt_dir"' EXIT
+declare -A apt_head=()
+
+# finish_apt waits until the background packages of step are in and shows their output.
 finish_apt() {
-  [ -n "$apt_pid" ] || return 0
-  local rc=0
-  wait "$apt_pid" || rc=$?
-  sed 's/^/    /' "$apt_log"
-  rm -f "$apt_log"
-  apt_pid=""
-  if [ $rc != 0 ]; then
-    echo "$apt_step failed" >&2
-    exit $rc
+  local step=$1 rc took
+  [ -n "${apt_head[$step]:-}" ] || return 0
+  while [ ! -f "$apt_dir/$step.rc" ]; do
+    kill -0 "$apt_pid" 2>/dev/null || [ -f "$apt_dir/$step.rc" ] || { echo "${apt_head[$step]} failed" >&2; exit 1; }
+    sleep 1
+  done
+  read -r rc took <"$apt_dir/$step.rc"
+  sed 's/^/    /' "$apt_dir/$step.log"
+  if [ "$rc" != 0 ]; then
+    echo "${apt_head[$step]} failed" >&2
+    exit "$rc"
   fi
-  echo "$apt_step: done"
+  echo "${apt_head[$step]}: done in $took s"
+  unset "apt_head[$step]"
 }
 
+# background_packages starts the Debian packages' job when host-packages comes before a build.
+background_packages() {
+  local i=0 s todo=()
+  for s in "${steps[@]}"; do
+    i=$((i + 1))
+    case "$s" in
+    host-packages) [ $i -lt "$total" ] && todo+=("$s:$i") ;;
+    openstack) [ ${#todo[@]} -gt 0 ] && ! present openstack && todo+=("$s:$i") ;;
+    esac
+  done
+  [ ${#todo[@]} -gt 0 ] || return 0
+  for s in "${todo[@]}"; do
+    apt_head[${s%%:*}]="[${s##*:}/$total] $(label "${s%%:*}")"
+  done
+  (
+    for s in "${todo[@]}"; do
+      s=${s%%:*} rc=0 start=$SECONDS
+      build "$s" >"$apt_dir/$s.log" 2>&1 || rc=$?
+      echo "$rc $((SECONDS - start))" >"$apt_dir/$s.rc"
+      [ $rc = 0 ] || exit $rc
+    done
+  ) &
+  apt_pid=$!
+}
+
+background_packages
 i=0
 for s in "${steps[@]}"; do
   i=$((i + 1))
   head="[$i/$total] $(label "$s")"
+  if [ -n "${apt_head[$s]:-}" ]; then
+    echo "$head: checking (and installing what is missing) beside the builds"
+    continue
+  fi
   if present "$s"; then
     echo "$head: up to date"
     continue
   fi
-  if [ "$s" = host-packages ] && [ $i -lt "$total" ]; then
-    apt_log=$(mktemp) apt_step=$head
-    echo "$head: checking (and installing what is missing) beside the next builds"
-    build "$s" >"$apt_log" 2>&1 &
-    apt_pid=$!
-    continue
-  fi
   # The images copy host tools: the packages must be in before they are packed.
-  [ "$s" = images ] && finish_apt
+  [ "$s" = images ] && finish_apt host-packages
   echo "$head: building"
   start=$SECONDS
   build "$s" 2>&1 | sed -u 's/^/    /'
   echo "$head: done in $((SECONDS - start)) s"
 done
-finish_apt
+finish_apt host-packages
+finish_apt openstack
 echo "ready in $((SECONDS - begin)) s"
