@@ -3,6 +3,7 @@ package controlplane
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
@@ -29,10 +30,18 @@ type features struct {
 	PVCAnnotations bool
 	// SnapshotForceCreate is false only when the user set snapshot_force_create to "false".
 	SnapshotForceCreate bool
+	// AttachmentWarningAfter is how long an attachment may take before it is reported.
+	AttachmentWarningAfter time.Duration
 }
 
 // defaultFeatures are the features of a cluster that asks for none.
-func defaultFeatures() features { return features{SnapshotForceCreate: true} }
+func defaultFeatures() features {
+	return features{SnapshotForceCreate: true, AttachmentWarningAfter: DefaultAttachmentWarningAfter}
+}
+
+// minAttachmentWarningAfter is the shortest attachment_warning_after: a healthy attach takes
+// seconds, and a shorter bound would report every slow one.
+const minAttachmentWarningAfter = 10 * time.Second
 
 // parseFeatures reads the feature keys of src, the defaults when src is not cinder-csi-config. A
 // value that is not valid is a ConfigError naming the key (worded by configProblem); values are
@@ -62,6 +71,16 @@ func parseFeatures(src configSource) (features, []error) {
 			Reason: fmt.Sprintf("%s; write compute=volume pairs of availability zone names, separated by commas or newlines", err)})
 	}
 	f.Mapping = m
+
+	if v := strings.TrimSpace(src.Data[names.KeyAttachmentWarningAfter]); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < minAttachmentWarningAfter {
+			errs = append(errs, &cloudconfig.ConfigError{Key: names.KeyAttachmentWarningAfter,
+				Reason: fmt.Sprintf("is not a duration of at least %s; write one such as 5m or 90s, or leave it empty for %s", minAttachmentWarningAfter, DefaultAttachmentWarningAfter)})
+		} else {
+			f.AttachmentWarningAfter = d
+		}
+	}
 
 	zone := strings.TrimSpace(src.Data[names.KeyBackupAvailabilityZone])
 	if strings.ContainsFunc(zone, unicode.IsControl) {

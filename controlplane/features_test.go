@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	operatorv1 "github.com/openshift/api/operator/v1"
@@ -32,9 +33,22 @@ func TestParseFeatures(t *testing.T) {
 				names.KeyZoneStorageClasses: "true", names.KeyZoneMapping: "nova-a = az-a,\nnova-b=az-b",
 				names.KeyBackupSnapshotClass: " TRUE ", names.KeyBackupAvailabilityZone: " az-a ",
 				names.KeyPVCAnnotations: "True", names.KeySnapshotForceCreate: "false",
+				names.KeyAttachmentWarningAfter: " 90s ",
 			}),
 			want: features{ZoneClasses: true, Mapping: zoneclasses.Mapping{"nova-a": "az-a", "nova-b": "az-b"},
-				BackupClass: true, BackupZone: "az-a", PVCAnnotations: true},
+				BackupClass: true, BackupZone: "az-a", PVCAnnotations: true, AttachmentWarningAfter: 90 * time.Second},
+		},
+		{
+			name:    "When the attachment bound is no duration or too short, it should say what to write",
+			src:     user(map[string]string{names.KeyAttachmentWarningAfter: "5"}),
+			want:    defaultFeatures(),
+			wantErr: []string{"cinder-csi-config: attachment_warning_after: is not a duration of at least 10s; write one such as 5m or 90s"},
+		},
+		{
+			name:    "When the attachment bound is shorter than 10s, it should refuse it",
+			src:     user(map[string]string{names.KeyAttachmentWarningAfter: "2s"}),
+			want:    defaultFeatures(),
+			wantErr: []string{"cinder-csi-config: attachment_warning_after: is not a duration of at least 10s"},
 		},
 		{
 			name: "When the installer's cloud provider config holds feature keys, it should ignore them",

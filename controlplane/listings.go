@@ -344,26 +344,36 @@ func (r *Reconciler) detect(ctx context.Context, in detectionInputs, key string)
 // newClient authenticates to OpenStack with in's credentials, through the proxy in names. When
 // it cannot, it returns nil and the failed result.
 func (r *Reconciler) newClient(ctx context.Context, in detectionInputs) (openstack.Lister, listingResult) {
-	proxy, err := openstack.ProxyFunc(openstack.ProxySettings{
-		HTTPProxy: in.Proxy.HTTPProxy, HTTPSProxy: in.Proxy.HTTPSProxy, NoProxy: in.Proxy.NoProxy,
-	})
+	cfg, err := in.openStackConfig(r.Config.OpenStackTimeout)
 	if err != nil {
 		failure, message := detectionFailed(ctx, err)
 		return nil, failed(in, failure, message)
 	}
-	lister, err := r.Config.NewLister(ctx, openstack.Config{
-		CloudsYAML: in.CloudsYAML,
-		CloudName:  in.CloudName,
-		CACertPEM:  in.CAPEM,
-		Timeout:    r.Config.OpenStackTimeout,
-		UserAgent:  "cinder-csi-operator",
-		Proxy:      proxy,
-	})
+	lister, err := r.Config.NewLister(ctx, cfg)
 	if err != nil {
 		failure, message := detectionFailed(ctx, err)
 		return nil, failed(in, failure, message)
 	}
 	return lister, listingResult{}
+}
+
+// openStackConfig is the client configuration of in: its credentials, CA and proxy, each call
+// bounded by timeout.
+func (in detectionInputs) openStackConfig(timeout time.Duration) (openstack.Config, error) {
+	proxy, err := openstack.ProxyFunc(openstack.ProxySettings{
+		HTTPProxy: in.Proxy.HTTPProxy, HTTPSProxy: in.Proxy.HTTPSProxy, NoProxy: in.Proxy.NoProxy,
+	})
+	if err != nil {
+		return openstack.Config{}, err
+	}
+	return openstack.Config{
+		CloudsYAML: in.CloudsYAML,
+		CloudName:  in.CloudName,
+		CACertPEM:  in.CAPEM,
+		Timeout:    timeout,
+		UserAgent:  "cinder-csi-operator",
+		Proxy:      proxy,
+	}, nil
 }
 
 // listBackupServices lists Cinder's backup services with lister's client. A refusal by Cinder's

@@ -168,6 +168,9 @@ func Setup(mgr ctrl.Manager, mgmt, guest cluster.Cluster, cfg Config) error {
 	if err := r.SetupWithManager(mgr, mgmt, guest); err != nil {
 		return fmt.Errorf("setting up the controlplane reconciler: %w", err)
 	}
+	if err := newAttachmentMonitor(r, guest).SetupWithManager(mgr, mgmt, guest); err != nil {
+		return fmt.Errorf("setting up the attachment monitor: %w", err)
+	}
 	leases := &LeaseReclaimer{
 		Mgmt: mgmt.GetAPIReader(), Guest: guest.GetAPIReader(), GuestWriter: guest.GetClient(),
 		Namespace: cfg.Namespace, Recorder: r.Recorder,

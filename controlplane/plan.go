@@ -139,8 +139,19 @@ func (res *resolution) listing() (detectionInputs, bool) {
 	if cfg.Override != nil && !cfg.Features.needsZones() {
 		return detectionInputs{}, false
 	}
-	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy,
-		Decided: cfg.LastTopology != nil || cfg.Override != nil, Backup: cfg.Features.BackupClass}, true
+	in, _ := res.credentials()
+	in.Decided, in.Backup = cfg.LastTopology != nil || cfg.Override != nil, cfg.Features.BackupClass
+	return in, true
+}
+
+// credentials returns what an OpenStack client is made with, whether or not the plan lists
+// zones; false when the input is not valid.
+func (res *resolution) credentials() (detectionInputs, bool) {
+	if res == nil || len(res.problems) > 0 {
+		return detectionInputs{}, false
+	}
+	cfg := res.cfg
+	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy}, true
 }
 
 // desired is Desired from s's resolution res (resolveState).

@@ -165,7 +165,7 @@ func TestCaches(t *testing.T) {
 		g.Expect(requests(leaderLog, guestHost)).To(BeEmpty(), "leader election requests to the guest")
 	})
 
-	t.Run("When the controlplane manager watches the guest, it should watch only the ClusterCSIDriver and its ConfigMaps, by name or namespace", func(t *testing.T) {
+	t.Run("When the controlplane manager watches the guest, it should watch only the ClusterCSIDriver and its ConfigMaps, by name or namespace, and the attachments and CSINodes", func(t *testing.T) {
 		g := NewWithT(t)
 		watched := map[string]bool{}
 		for _, r := range listsAndWatches(requests("controlplane", guestHost)) {
@@ -179,12 +179,17 @@ func TestCaches(t *testing.T) {
 					names.OpenShiftConfigNamespace, names.GuestNamespace, describe(r.Request))
 			case "clustercsidrivers":
 				g.Expect(q.Get("fieldSelector")).To(Equal("metadata.name="+names.ClusterCSIDriverName), "ClusterCSIDriver watch: %s", describe(r.Request))
+			case "volumeattachments", "csinodes":
+				// The attachment monitor's: no selector can pick a driver's attachments, or
+				// the nodes that run its plugin.
+				g.Expect(q.Get("fieldSelector")+q.Get("labelSelector")).To(BeEmpty(), "%s", describe(r.Request))
 			default:
 				g.Expect(r.target.Resource).To(BeEmpty(), "unexpected list or watch of the guest: %s", describe(r.Request))
 			}
 		}
-		g.Expect(watched).To(HaveKey("configmaps"))
-		g.Expect(watched).To(HaveKey("clustercsidrivers"))
+		for _, res := range []string{"configmaps", "clustercsidrivers", "volumeattachments", "csinodes"} {
+			g.Expect(watched).To(HaveKey(res))
+		}
 	})
 
 	t.Run("When either manager watches Secrets, it should do so only in the hosted control plane's namespace", func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,7 +116,7 @@ func TestStandaloneAdoptsCSIOperatorObjects(t *testing.T) {
 		for _, c := range d.Status.Conditions {
 			g.Expect(names.CSIOperatorConditions).NotTo(ContainElement(c.Type), "csi-operator's %s is left", c.Type)
 		}
-		for _, typ := range append(append([]string{}, names.ControlPlaneConditions...), names.GuestConditions...) {
+		for _, typ := range slices.Concat(names.ControlPlaneConditions, names.AttachmentConditions, names.GuestConditions) {
 			g.Expect(conditions.Find(d.Status.Conditions, typ)).NotTo(BeNil(), typ)
 		}
 	})

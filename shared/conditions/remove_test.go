@@ -3,6 +3,7 @@ package conditions
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -95,7 +96,7 @@ func TestRemovalPatch(t *testing.T) {
 func TestCSIOperatorConditions(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
-	for _, own := range append(append([]string{}, names.ControlPlaneConditions...), names.GuestConditions...) {
+	for _, own := range slices.Concat(names.ControlPlaneConditions, names.AttachmentConditions, names.GuestConditions) {
 		g.Expect(names.CSIOperatorConditions).NotTo(ContainElement(own))
 	}
 	for _, own := range conditionConstants(t) {

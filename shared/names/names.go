@@ -139,6 +139,9 @@ const (
 	// KeySnapshotForceCreate "false" makes standard-csi's VolumeSnapshotClass refuse volumes in use
 	// (force-create "false", csi-operator's setting).
 	KeySnapshotForceCreate = "snapshot_force_create"
+	// KeyAttachmentWarningAfter is how long a VolumeAttachment may attach or detach before
+	// VolumeAttachmentWarning names it: a Go duration of at least 10s, default 5m.
+	KeyAttachmentWarningAfter = "attachment_warning_after"
 )
 
 // Keys of the node copy of cloud-conf that carry the controlplane manager's decisions to the guest
@@ -218,6 +221,9 @@ const (
 const (
 	FieldOwnerControlPlane = "cinder-csi-operator-controlplane"
 	FieldOwnerGuest        = "cinder-csi-operator-guest"
+	// FieldOwnerAttachments owns the attachment monitor's conditions, so that the controlplane
+	// reconciler's status writes and the monitor's leave each other's conditions alone.
+	FieldOwnerAttachments = "cinder-csi-operator-attachments"
 )
 
 // LegacyFieldOwners are the field managers of csi-operator's writes, whose objects this operator
@@ -277,6 +283,15 @@ const (
 	// provisioned under the current topology decision, or a per-zone class is kept because a
 	// claim uses it after its zone went away.
 	ConditionZoneWarning = "OpenStackCinderZoneWarning"
+
+	// Written by the controlplane manager's attachment monitor.
+	// ConditionVolumeAttachmentWarning: VolumeAttachments of the driver have been attaching or
+	// detaching for longer than attachment_warning_after; the message says what Cinder says of
+	// each volume and what to do.
+	ConditionVolumeAttachmentWarning = "OpenStackCinderVolumeAttachmentWarning"
+	// ConditionNodeAttachLimitWarning: nodes have as many volumes of the driver as their node
+	// plugin reports they can attach.
+	ConditionNodeAttachLimitWarning = "OpenStackCinderNodeAttachLimitWarning"
 )
 
 // ControlPlaneConditions are the condition types the controlplane manager owns.
@@ -285,6 +300,10 @@ var ControlPlaneConditions = []string{
 	ConditionConfigDegraded, ConditionTopologyDegraded,
 	ConditionAttachLimitWarning, ConditionConfigKeysWarning, ConditionBackupWarning,
 }
+
+// AttachmentConditions are the condition types the controlplane manager's attachment monitor
+// owns, under a field owner of its own.
+var AttachmentConditions = []string{ConditionVolumeAttachmentWarning, ConditionNodeAttachLimitWarning}
 
 // GuestConditions are the condition types the guest manager owns.
 var GuestConditions = []string{
@@ -366,6 +385,14 @@ const (
 	// ReasonAttachLimitNotSet: AttachLimitWarning's reason while [BlockStorage] sets no
 	// positive node-volume-attach-limit.
 	ReasonAttachLimitNotSet = "AttachLimitNotSet"
+	// ReasonVolumeAttachmentsStuck: VolumeAttachmentWarning's reason while attachments are stuck.
+	ReasonVolumeAttachmentsStuck = "VolumeAttachmentsStuck"
+	// ReasonNodesAtAttachLimit: NodeAttachLimitWarning's reason while nodes are at their limit.
+	ReasonNodesAtAttachLimit = "NodesAtAttachLimit"
+	// ReasonVolumeAttachmentStuck and ReasonVolumeAttachmentFinished are the reasons of the
+	// Events on a VolumeAttachment that passed the bound, and that finished after it did.
+	ReasonVolumeAttachmentStuck    = "VolumeAttachmentStuck"
+	ReasonVolumeAttachmentFinished = "VolumeAttachmentFinished"
 	// ReasonIgnoredConfiguration: ConfigKeysWarning's reason while the user's configuration
 	// holds keys or sections the driver never sees or does not know.
 	ReasonIgnoredConfiguration = "IgnoredConfiguration"
