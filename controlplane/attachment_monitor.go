@@ -21,6 +21,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/metrics"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 )
@@ -164,10 +165,15 @@ func (m *AttachmentMonitor) reconcile(ctx context.Context, driver *operatorv1.Cl
 	now := m.now()
 	stuck, next := findStuck(vas.Items, now, bound)
 	facts, askIn := m.gather(ctx, stuck, nodes.Items, res, now)
-	setWarningConditions(st, []warning{
-		attachmentWarning(stuck, facts, bound),
-		nodeAttachLimitWarning(nodesAtLimit(vas.Items, nodes.Items)),
-	})
+	full := nodesAtLimit(vas.Items, nodes.Items)
+	setWarningConditions(st, []warning{attachmentWarning(stuck, facts, bound), nodeAttachLimitWarning(full)})
+	attaching := 0
+	for _, s := range stuck {
+		if s.Phase == phaseAttaching {
+			attaching++
+		}
+	}
+	metrics.SetAttachments(attaching, len(stuck)-attaching, len(full))
 	m.report(stuck, facts, vas.Items, now)
 
 	var after time.Duration

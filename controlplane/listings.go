@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/metrics"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 )
@@ -334,6 +335,7 @@ func (r *Reconciler) detect(ctx context.Context, in detectionInputs, key string)
 		res.failure, res.message = detectionFailed(ctx, err)
 	} else {
 		res.enabled, res.compute, res.volume = d.Enabled, d.ComputeZones, d.VolumeZones
+		metrics.SetListing(len(d.ComputeZones), len(d.VolumeZones), time.Now())
 	}
 	if in.Backup {
 		res.backup = listBackupServices(ctx, lister)

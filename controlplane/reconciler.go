@@ -29,6 +29,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/metrics"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
@@ -178,6 +179,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	}
 	setConfigCondition(st, p)
 	setTopologyCondition(st, p.Topology)
+	metrics.SetTopology(p.Topology.Enabled)
 	setWarningConditions(st, p.Warnings)
 	log.V(4).Info("Topology decided", "enabled", p.Topology.Enabled, "source", p.Topology.Source,
 		"computeZones", p.Topology.ComputeZones, "volumeZones", p.Topology.VolumeZones)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/metrics"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -52,6 +53,7 @@ func (w Writer) write(ctx context.Context, driver *operatorv1.ClusterCSIDriver, 
 		return removeErr
 	}
 	RecordTransitions(w.Recorder, driver, conds)
+	metrics.SetConditions(conds)
 	return errors.Join(removeErr, ApplyStatus(ctx, w.Applier, driver.Name, conds, observed))
 }
 

@@ -15,6 +15,8 @@ import (
 	volumeaz "github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/availabilityzones"
 	computeaz "github.com/gophercloud/gophercloud/v2/openstack/compute/v2/availabilityzones"
 	"github.com/gophercloud/gophercloud/v2/pagination"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/metrics"
 )
 
 // DefaultTimeout bounds each call when Config.Timeout is zero. It is well below a reconcile's
@@ -123,7 +125,10 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 	// openstack.Authenticate rather than config.NewProviderClient: the latter sets nothing we need
 	// and creates the ProviderClient itself, so the first token request would go out without our
 	// User-Agent.
-	if err := openstack.Authenticate(authCtx, provider, cloud.auth); err != nil {
+	start := time.Now()
+	err = openstack.Authenticate(authCtx, provider, cloud.auth)
+	observe("identity", "authenticate", start, err)
+	if err != nil {
 		transport.CloseIdleConnections()
 		return nil, newError("authenticating to OpenStack", ReasonNone, err, cloud.secrets...)
 	}
@@ -151,24 +156,26 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 // ComputeZones lists Nova's available availability zones, sorted and de-duplicated. Errors are
 // *Error.
 func (c *Client) ComputeZones(ctx context.Context) ([]string, error) {
-	return listZones(ctx, c, "listing compute availability zones", computeaz.List(c.compute), computeaz.ExtractAvailabilityZones,
+	return listZones(ctx, c, "compute", "listing compute availability zones", computeaz.List(c.compute), computeaz.ExtractAvailabilityZones,
 		func(z computeaz.AvailabilityZone) (string, bool) { return z.ZoneName, z.ZoneState.Available })
 }
 
 // VolumeZones lists Cinder's available availability zones, sorted and de-duplicated. Errors are
 // *Error.
 func (c *Client) VolumeZones(ctx context.Context) ([]string, error) {
-	return listZones(ctx, c, "listing volume availability zones", volumeaz.List(c.volume), volumeaz.ExtractAvailabilityZones,
+	return listZones(ctx, c, "volume", "listing volume availability zones", volumeaz.List(c.volume), volumeaz.ExtractAvailabilityZones,
 		func(z volumeaz.AvailabilityZone) (string, bool) { return z.ZoneName, z.ZoneState.Available })
 }
 
 // listZones reads every page of an availability zone list within the client's timeout and
 // returns the names of the available zones, sorted and de-duplicated.
-func listZones[Z any](ctx context.Context, c *Client, op string, pager pagination.Pager,
+func listZones[Z any](ctx context.Context, c *Client, service, op string, pager pagination.Pager,
 	extract func(pagination.Page) ([]Z, error), available func(Z) (string, bool)) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	start := time.Now()
 	page, err := pager.AllPages(ctx)
+	observe(service, "list_availability_zones", start, err)
 	if err != nil {
 		return nil, newError(op, ReasonNone, err, c.secrets...)
 	}
@@ -190,4 +197,17 @@ func listZones[Z any](ctx context.Context, c *Client, op string, pager paginatio
 // works and simply dials again.
 func (c *Client) Close() {
 	c.transport.CloseIdleConnections()
+}
+
+// observe records an OpenStack call that began at start in the operator's metrics: its service
+// (identity, compute, volume), operation, outcome (success, or the Reason it failed with) and time.
+func observe(service, operation string, start time.Time, err error) {
+	outcome := metrics.OutcomeSuccess
+	if err != nil {
+		outcome = string(Classify(err))
+		if outcome == "" {
+			outcome = "Unknown"
+		}
+	}
+	metrics.ObserveOpenStack(service, operation, outcome, time.Since(start))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/services"
 )
@@ -41,7 +42,9 @@ func (c *Client) BackupServices(ctx context.Context) ([]BackupService, error) {
 	const op = "listing the block-storage services"
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	start := time.Now()
 	page, err := services.List(c.volume, services.ListOpts{Binary: BackupBinary}).AllPages(ctx)
+	observe("volume", "list_services", start, err)
 	if err != nil {
 		return nil, newError(op, ReasonNone, err, c.secrets...)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
@@ -36,10 +37,13 @@ func (c *Client) Volume(ctx context.Context, id string) (VolumeState, error) {
 	const op = "reading a volume"
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	start := time.Now()
 	v, err := volumes.Get(ctx, c.volume, id).Extract()
 	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		observe("volume", "get_volume", start, nil)
 		return VolumeState{}, nil
 	}
+	observe("volume", "get_volume", start, err)
 	if err != nil {
 		return VolumeState{}, newError(op, ReasonNone, err, c.secrets...)
 	}

@@ -1,0 +1,60 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	operatorv1 "github.com/openshift/api/operator/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestNames(t *testing.T) {
+	for _, c := range []prometheus.Collector{openStackRequests, openStackDuration, condition, stuckAttachments, nodesAtLimit, zones, topologyEnabled, lastListing} {
+		problems, err := testutil.CollectAndLint(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Errorf("%s: %s", p.Metric, p.Text)
+		}
+	}
+}
+
+func TestRecording(t *testing.T) {
+	t.Run("When OpenStack calls succeed and fail, it should count each by outcome and time both", func(t *testing.T) {
+		g := NewWithT(t)
+		ObserveOpenStack("volume", "get_volume", OutcomeSuccess, 40*time.Millisecond)
+		ObserveOpenStack("volume", "get_volume", "Timeout", 30*time.Second)
+		g.Expect(testutil.ToFloat64(openStackRequests.WithLabelValues("volume", "get_volume", OutcomeSuccess))).To(BeNumerically(">=", 1))
+		g.Expect(testutil.ToFloat64(openStackRequests.WithLabelValues("volume", "get_volume", "Timeout"))).To(BeNumerically(">=", 1))
+		g.Expect(testutil.CollectAndCount(openStackDuration)).To(BeNumerically(">=", 1))
+	})
+	t.Run("When conditions are written, it should show 1 for True and 0 otherwise", func(t *testing.T) {
+		g := NewWithT(t)
+		SetConditions([]operatorv1.OperatorCondition{
+			{Type: "OpenStackCinderVolumeAttachmentWarning", Status: operatorv1.ConditionTrue},
+			{Type: "OpenStackCinderControllerDegraded", Status: operatorv1.ConditionFalse},
+		})
+		g.Expect(testutil.ToFloat64(condition.WithLabelValues("OpenStackCinderVolumeAttachmentWarning"))).To(Equal(1.0))
+		g.Expect(testutil.ToFloat64(condition.WithLabelValues("OpenStackCinderControllerDegraded"))).To(Equal(0.0))
+	})
+	t.Run("When attachments are stuck and a listing succeeds, it should show them", func(t *testing.T) {
+		g := NewWithT(t)
+		SetAttachments(2, 1, 3)
+		SetListing(2, 3, time.Unix(1700000000, 0))
+		SetTopology(true)
+		g.Expect(testutil.CollectAndCompare(stuckAttachments, strings.NewReader(`
+# HELP cinder_csi_operator_stuck_volume_attachments VolumeAttachments of the driver attaching or detaching for longer than attachment_warning_after, by phase.
+# TYPE cinder_csi_operator_stuck_volume_attachments gauge
+cinder_csi_operator_stuck_volume_attachments{phase="attaching"} 2
+cinder_csi_operator_stuck_volume_attachments{phase="detaching"} 1
+`))).To(Succeed())
+		g.Expect(testutil.ToFloat64(nodesAtLimit)).To(Equal(3.0))
+		g.Expect(testutil.ToFloat64(zones.WithLabelValues("volume"))).To(Equal(3.0))
+		g.Expect(testutil.ToFloat64(lastListing)).To(Equal(1700000000.0))
+		g.Expect(testutil.ToFloat64(topologyEnabled)).To(Equal(1.0))
+	})
+}
