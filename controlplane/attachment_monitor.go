@@ -300,7 +300,9 @@ func (m *AttachmentMonitor) read(ctx context.Context, in detectionInputs, ids ma
 	fail := func(err error) map[string]attachmentFacts {
 		msg := openstack.Describe(err)
 		for k := range ids {
-			out[k] = attachmentFacts{CinderError: msg}
+			if _, read := out[k]; !read {
+				out[k] = attachmentFacts{CinderError: msg}
+			}
 		}
 		return out
 	}
@@ -316,8 +318,10 @@ func (m *AttachmentMonitor) read(ctx context.Context, in detectionInputs, ids ma
 	for k, id := range ids {
 		st, err := reader.Volume(ctx, id)
 		if err != nil {
-			out[k] = attachmentFacts{CinderError: openstack.Describe(err)}
-			continue
+			// Cinder that fails one read (a read of a volume it does not know is no error)
+			// would fail the others the same way: they wait for the next round, so that a
+			// hung Cinder costs one timeout a round, not one per stuck attachment.
+			return fail(err)
 		}
 		out[k] = attachmentFacts{Cinder: &st}
 	}

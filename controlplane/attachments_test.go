@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -182,4 +183,49 @@ func TestNodesAtLimit(t *testing.T) {
 	g.Expect(w.On).To(BeTrue())
 	g.Expect(w.Message).To(ContainSubstring("worker-0 (2 of 2)"))
 	g.Expect(nodeAttachLimitWarning(nil).On).To(BeFalse())
+}
+
+// volumeReader is a Cinder that answers from volumes, or fails with err, counting its reads.
+type volumeReader struct {
+	volumes map[string]openstack.VolumeState
+	err     error
+	reads   int
+}
+
+func (v *volumeReader) Volume(_ context.Context, id string) (openstack.VolumeState, error) {
+	v.reads++
+	if v.err != nil {
+		return openstack.VolumeState{}, v.err
+	}
+	return v.volumes[id], nil
+}
+
+func (v *volumeReader) Close() {}
+
+func TestAttachmentReads(t *testing.T) {
+	in := detectionInputs{CloudsYAML: []byte("clouds: {}"), CloudName: "openstack"}
+	monitor := func(r *volumeReader) *AttachmentMonitor {
+		return &AttachmentMonitor{r: &Reconciler{Config: Config{OpenStackTimeout: time.Second}},
+			newReader: func(context.Context, openstack.Config) (openstack.VolumeReader, error) { return r, nil }}
+	}
+	ids := map[string]string{"a": "vol-a", "b": "vol-b", "c": "vol-c"}
+
+	t.Run("When Cinder answers, it should give each volume's state, a volume it does not know included", func(t *testing.T) {
+		g := NewWithT(t)
+		r := &volumeReader{volumes: map[string]openstack.VolumeState{"vol-a": {Found: true, Status: "in-use"}, "vol-b": {Found: true, Status: "available"}}}
+		out := monitor(r).read(t.Context(), in, ids)
+		g.Expect(out["a"].Cinder).To(Equal(&openstack.VolumeState{Found: true, Status: "in-use"}))
+		g.Expect(out["c"].Cinder).To(Equal(&openstack.VolumeState{}))
+		g.Expect(r.reads).To(Equal(3))
+	})
+	t.Run("When Cinder fails a read, it should give up the round with that reason for every volume, after one read", func(t *testing.T) {
+		g := NewWithT(t)
+		r := &volumeReader{err: &openstack.Error{Reason: openstack.ReasonTimeout, Op: "reading a volume"}}
+		out := monitor(r).read(t.Context(), in, ids)
+		g.Expect(r.reads).To(Equal(1))
+		for _, k := range []string{"a", "b", "c"} {
+			g.Expect(out[k].Cinder).To(BeNil())
+			g.Expect(out[k].CinderError).NotTo(BeEmpty())
+		}
+	})
 }
