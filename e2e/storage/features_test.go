@@ -218,7 +218,7 @@ func features(t *testing.T, w *world) {
 		ns := w.namespace(t, "backup")
 		token := fmt.Sprintf("backed-up-%d", time.Now().UnixNano())
 		g.Expect(w.Guest.Create(ctx, claim(ns, "source", "", "1Gi"))).To(Succeed())
-		w.startRunning(t, w.pod(ns, "writer", "source", "set -e; echo "+token+" > /data/file; sync; i=0; while :; do i=$((i+1)); echo $i >> /data/log; sleep 1; done", corev1.RestartPolicyNever))
+		w.startRunning(t, w.syncedWriter(ns, "source", token, "1"))
 		pv := w.waitBound(t, ns, "source")
 		backedUp := took(t, "backup snapshot ready")
 		snap := w.snapshotWith(t, ns, "backup", "source", names.BackupSnapshotClass)

@@ -201,7 +201,7 @@ func snapshotRestore(t *testing.T, w *world) {
 	g.Expect(w.Guest.Get(ctx, client.ObjectKey{Name: names.VolumeSnapshotCls}, vsc)).To(Succeed())
 	g.Expect(vsc.Parameters).To(HaveKeyWithValue("force-create", "true"))
 	token := fmt.Sprintf("snapshotted-%d", time.Now().UnixNano())
-	w.startRunning(t, w.pod(ns, "writer", "source", "set -e; echo "+token+" > /data/file; sync; i=0; while :; do i=$((i+1)); echo $i >> /data/log; sleep 0.2; done", corev1.RestartPolicyNever))
+	w.startRunning(t, w.syncedWriter(ns, "source", token, "0.2"))
 	pv := w.waitBound(t, ns, "source")
 	vol, ok := w.OpenStack.Volume(pv.Spec.CSI.VolumeHandle)
 	g.Expect(ok).To(BeTrue())

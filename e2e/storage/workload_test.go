@@ -99,6 +99,20 @@ func (w *world) pod(ns, name, claimName, script string, restart corev1.RestartPo
 	}
 }
 
+// syncedWriter is a pod "writer" that writes token to /data/file of claimName, syncs it, then
+// appends a line to /data/log every interval seconds. It turns Ready only once the token is
+// synced, not when it starts: a snapshot taken after startRunning then holds the token, where
+// one taken before would rightly lack it.
+func (w *world) syncedWriter(ns, claimName, token, interval string) *corev1.Pod {
+	p := w.pod(ns, "writer", claimName, "set -e; echo "+token+" > /data/file; sync; touch /tmp/synced; i=0; "+
+		"while :; do i=$((i+1)); echo $i >> /data/log; sleep "+interval+"; done", corev1.RestartPolicyNever)
+	p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "test -f /tmp/synced"}}},
+		PeriodSeconds: 1,
+	}
+	return p
+}
+
 // runToEnd creates a pod that ends by itself and returns its termination message once it has
 // succeeded; a failed pod fails the test with that message.
 func (w *world) runToEnd(t testing.TB, p *corev1.Pod) string {
