@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func TestAttachments(t *testing.T) {
 	// The operator's reads of the volume, counted from here: the test's own are before.
 	gets := func() int {
 		return e.OpenStack.CountFunc(func(r fakeopenstack.Request) bool {
-			return r.Method == "GET" && strings.HasSuffix(r.Path, "/volumes/"+volumeID)
+			return r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/volumes/"+volumeID)
 		})
 	}
 	seeded := gets()
