@@ -75,38 +75,29 @@ type ports struct {
 	metadata                          int // Nova's metadata API, in nova-api
 }
 
-// allocatePorts picks free ports. Between the pick and the service's bind another process could
-// take a port; on a test host that is rare enough, and the service's start then fails loudly.
-// epmd's and the broker's distribution port lie below the ephemeral range: a client socket of
-// any process may take an ephemeral port, and the distribution listener, which binds late in
-// the broker's boot, would then fail.
+// allocatePorts picks free ports, all below the ephemeral range and distinct. Between the pick
+// and the service's bind another process could take a port. In the ephemeral range any process's
+// client socket may take it, and on a busy test host that happens: nova-api, which binds some
+// 30 s into the cloud's start, once found its port taken while three worlds started beside it.
+// Below that range only another listener can, which is rare enough; the service's start then
+// fails loudly.
 func allocatePorts() (ports, error) {
 	var p ports
 	var errs []error
-	for _, f := range []*int{&p.amqp, &p.keystone, &p.placement, &p.nova, &p.cinder, &p.stub, &p.metadata} {
-		port, err := freePort()
-		errs = append(errs, err)
-		*f = port
-	}
-	for _, f := range []*int{&p.epmd, &p.dist} {
+	taken := map[int]bool{}
+	for _, f := range []*int{&p.amqp, &p.keystone, &p.placement, &p.nova, &p.cinder, &p.stub, &p.metadata, &p.epmd, &p.dist} {
 		port, err := freeLowPort()
+		for err == nil && taken[port] {
+			port, err = freeLowPort()
+		}
 		errs = append(errs, err)
+		taken[port] = true
 		*f = port
 	}
 	if err := errors.Join(errs...); err != nil {
 		return p, fmt.Errorf("allocating ports: %w", err)
 	}
 	return p, nil
-}
-
-// freePort returns a port the kernel considers free on 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // freeLowPort returns a free port between 10000 and the start of the ephemeral range.
