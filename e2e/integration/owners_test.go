@@ -31,7 +31,10 @@ var (
 		names.ConditionConfigDegraded, names.ConditionTopologyDegraded,
 		names.ConditionAttachLimitWarning, names.ConditionConfigKeysWarning, names.ConditionBackupWarning,
 	}
-	guestConditionTypes = []string{
+	// The attachment monitor's, written under a field owner of its own in the controlplane
+	// manager.
+	attachmentConditionTypes = []string{names.ConditionVolumeAttachmentWarning, names.ConditionNodeAttachLimitWarning}
+	guestConditionTypes      = []string{
 		names.ConditionNodeAvailable, names.ConditionNodeProgressing, names.ConditionNodeDegraded,
 		names.ConditionStaticResourcesDegraded, names.ConditionStorageClassDegraded, names.ConditionGuestConfigDegraded,
 		names.ConditionZoneWarning,
@@ -65,7 +68,7 @@ func TestTwoOwners(t *testing.T) {
 		waitAvailable(t, e)
 		NewWithT(t).Eventually(func(g Gomega) {
 			d := driver(g, e)
-			g.Expect(conditionTypes(d.Status.Conditions)).To(ConsistOf(append(slices.Clone(controlPlaneConditionTypes), guestConditionTypes...)))
+			g.Expect(conditionTypes(d.Status.Conditions)).To(ConsistOf(slices.Concat(controlPlaneConditionTypes, attachmentConditionTypes, guestConditionTypes)))
 			expectOwnership(g, d, false)
 		}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
 	})
@@ -179,7 +182,7 @@ func TestTwoOwners(t *testing.T) {
 
 		after := driver(g, e)
 		g.Expect(conditionTypes(after.Status.Conditions)).To(ConsistOf(
-			append(append(slices.Clone(controlPlaneConditionTypes), guestConditionTypes...), thirdPartyConditionType)))
+			slices.Concat(controlPlaneConditionTypes, attachmentConditionTypes, guestConditionTypes, []string{thirdPartyConditionType})))
 		g.Expect(conditions.Find(after.Status.Conditions, thirdPartyConditionType)).To(HaveValue(BeComparableTo(thirdPartyCondition)))
 		expectOwnership(g, after, true)
 	})
@@ -211,13 +214,14 @@ func applyThirdPartyCondition(g Gomega, e *env.Env) {
 func expectOwnership(g Gomega, d *operatorv1.ClusterCSIDriver, withThirdParty bool) {
 	g.Expect(statusConditionOwners(g, d, names.FieldOwnerControlPlane)).To(ConsistOf(controlPlaneConditionTypes), "owned by %s", names.FieldOwnerControlPlane)
 	g.Expect(statusConditionOwners(g, d, names.FieldOwnerGuest)).To(ConsistOf(guestConditionTypes), "owned by %s", names.FieldOwnerGuest)
+	g.Expect(statusConditionOwners(g, d, names.FieldOwnerAttachments)).To(ConsistOf(attachmentConditionTypes), "owned by %s", names.FieldOwnerAttachments)
 	if withThirdParty {
 		g.Expect(statusConditionOwners(g, d, thirdPartyOwner)).To(ConsistOf(thirdPartyConditionType), "owned by %s", thirdPartyOwner)
 	}
 	// No other manager (an Update, or a second entry) may claim any condition.
 	for _, e := range d.ManagedFields {
 		switch e.Manager {
-		case names.FieldOwnerControlPlane, names.FieldOwnerGuest, thirdPartyOwner:
+		case names.FieldOwnerControlPlane, names.FieldOwnerGuest, names.FieldOwnerAttachments, thirdPartyOwner:
 			if e.Subresource != "status" {
 				g.Expect(conditionKeys(g, e)).To(BeEmpty(), "%s owns conditions outside the status subresource", e.Manager)
 			}
