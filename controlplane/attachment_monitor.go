@@ -199,6 +199,23 @@ func (m *AttachmentMonitor) gather(ctx context.Context, stuck []stuckAttachment,
 			}
 		}
 	}
+	// The PersistentVolumes not read yet are read without the lock, which the round of Cinder
+	// reads in the background takes to record its results.
+	m.mu.Lock()
+	var unread []stuckAttachment
+	for _, s := range stuck {
+		if f := m.facts[s.key()]; f == nil || !f.pvRead {
+			unread = append(unread, s)
+		}
+	}
+	m.mu.Unlock()
+	volumes := map[string]knownFacts{}
+	for _, s := range unread {
+		var f knownFacts
+		f.VolumeID, f.pvRead = m.volumeOf(ctx, s.PV)
+		volumes[s.key()] = f
+	}
+
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	keep := map[string]*knownFacts{}
@@ -211,8 +228,8 @@ func (m *AttachmentMonitor) gather(ctx context.Context, stuck []stuckAttachment,
 		}
 		keep[s.key()] = f
 		f.Server = servers[s.Node]
-		if !f.pvRead {
-			f.VolumeID, f.pvRead = m.volumeOf(ctx, s.PV)
+		if read, ok := volumes[s.key()]; ok && !f.pvRead {
+			f.VolumeID, f.pvRead = read.VolumeID, read.pvRead
 		}
 		if f.VolumeID == "" {
 			continue
