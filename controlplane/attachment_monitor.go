@@ -142,15 +142,10 @@ func (m *AttachmentMonitor) reconcile(ctx context.Context, driver *operatorv1.Cl
 		}
 		return ctrl.Result{}, nil
 	}
-	in, err := m.r.readInputs(ctx)
+	bound, err := m.bound(ctx)
 	if err != nil {
 		st.Keep(driver.Status.Conditions, names.AttachmentConditions...)
 		return ctrl.Result{}, err
-	}
-	res := resolveState(m.r.Config, State{Driver: driver, Inputs: *in})
-	bound := DefaultAttachmentWarningAfter
-	if res != nil && len(res.problems) == 0 {
-		bound = res.cfg.Features.AttachmentWarningAfter
 	}
 	var vas storagev1.VolumeAttachmentList
 	var nodes storagev1.CSINodeList
@@ -164,7 +159,10 @@ func (m *AttachmentMonitor) reconcile(ctx context.Context, driver *operatorv1.Cl
 	}
 	now := m.now()
 	stuck, next := findStuck(vas.Items, now, bound)
-	facts, askIn := m.gather(ctx, stuck, nodes.Items, res, now)
+	facts, askIn, due := m.gather(ctx, stuck, nodes.Items, now)
+	if len(due) > 0 {
+		m.startReads(ctx, driver, due, now)
+	}
 	full := nodesAtLimit(vas.Items, nodes.Items)
 	setWarningConditions(st, []warning{attachmentWarning(stuck, facts, bound), nodeAttachLimitWarning(full)})
 	attaching := 0
@@ -186,11 +184,25 @@ func (m *AttachmentMonitor) reconcile(ctx context.Context, driver *operatorv1.Cl
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
+// bound is attachment_warning_after from the user's cinder-csi-config, read from the cache: the
+// default when the ConfigMap or the key is missing, and when its value is not valid (which the
+// controlplane reconciler's ConfigDegraded names).
+func (m *AttachmentMonitor) bound(ctx context.Context) (time.Duration, error) {
+	var cm corev1.ConfigMap
+	ok, err := apply.GetOptional(ctx, m.guest, m.r.errCluster(apply.ClusterGuest),
+		client.ObjectKey{Namespace: names.OpenShiftConfigNamespace, Name: names.UserConfigMap}, &cm)
+	if err != nil || !ok {
+		return DefaultAttachmentWarningAfter, err
+	}
+	d, _ := parseAttachmentWarningAfter(cm.Data[names.KeyAttachmentWarningAfter])
+	return d, nil
+}
+
 // gather returns the facts of every stuck attachment, reading the PersistentVolumes it has not
-// read yet and starting a round of Cinder reads for the volumes not asked about within
-// cinderRefresh; askIn is when the next of those is due (zero when nothing is stuck).
+// read yet; due are the stuck attachments whose volumes were not asked about in Cinder within
+// cinderRefresh, and askIn is when the next of those is due (zero when nothing is stuck).
 func (m *AttachmentMonitor) gather(ctx context.Context, stuck []stuckAttachment, nodes []storagev1.CSINode,
-	res *resolution, now time.Time) (map[string]attachmentFacts, time.Duration) {
+	now time.Time) (facts map[string]attachmentFacts, askIn time.Duration, due []stuckAttachment) {
 	servers := map[string]string{}
 	for _, n := range nodes {
 		for _, d := range n.Spec.Drivers {
@@ -219,8 +231,6 @@ func (m *AttachmentMonitor) gather(ctx context.Context, stuck []stuckAttachment,
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	keep := map[string]*knownFacts{}
-	var due []stuckAttachment
-	var askIn time.Duration
 	for _, s := range stuck {
 		f := m.facts[s.key()]
 		if f == nil {
@@ -246,14 +256,11 @@ func (m *AttachmentMonitor) gather(ctx context.Context, stuck []stuckAttachment,
 		}
 	}
 	m.facts = keep
-	if len(due) > 0 && !m.reading && m.ctx != nil {
-		m.startReads(due, res, now)
-	}
-	out := make(map[string]attachmentFacts, len(keep))
+	facts = make(map[string]attachmentFacts, len(keep))
 	for k, f := range keep {
-		out[k] = f.attachmentFacts
+		facts[k] = f.attachmentFacts
 	}
-	return out, askIn
+	return facts, askIn, due
 }
 
 // volumeOf reads the Cinder volume of PersistentVolume pv; read is false when it could not be
@@ -276,26 +283,51 @@ func (m *AttachmentMonitor) volumeOf(ctx context.Context, pv string) (volumeID s
 	return obj.Spec.CSI.VolumeHandle, true
 }
 
+// credentials resolves the inputs as the controlplane reconciler does, for a round of reads
+// only: ok is false when they are not valid, or cannot be read.
+func (m *AttachmentMonitor) credentials(ctx context.Context, driver *operatorv1.ClusterCSIDriver) (detectionInputs, bool) {
+	in, err := m.r.readInputs(ctx)
+	if err != nil {
+		return detectionInputs{}, false
+	}
+	return resolveState(m.r.Config, State{Driver: driver, Inputs: *in}).credentials()
+}
+
 // startReads asks Cinder, in the background, about the volumes of due, with one client (one
-// token) for the round; its end triggers a reconcile. Called with m.mu held.
-func (m *AttachmentMonitor) startReads(due []stuckAttachment, res *resolution, now time.Time) {
-	in, ok := res.credentials()
-	if !ok {
-		for _, s := range due {
-			f := m.facts[s.key()]
-			f.asked, f.CinderError = now, "the operator's OpenStack credentials are not valid (see OpenStackCinderConfigDegraded)"
-		}
+// token) for the round, unless a round runs already; its end triggers a reconcile.
+func (m *AttachmentMonitor) startReads(ctx context.Context, driver *operatorv1.ClusterCSIDriver, due []stuckAttachment, now time.Time) {
+	m.mu.Lock()
+	busy := m.reading || m.ctx == nil
+	m.mu.Unlock()
+	if busy {
+		return
+	}
+	in, ok := m.credentials(ctx, driver)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.reading {
 		return
 	}
 	ids := map[string]string{}
 	for _, s := range due {
-		ids[s.key()] = m.facts[s.key()].VolumeID
-		m.facts[s.key()].asked = now
+		f := m.facts[s.key()]
+		if f == nil {
+			continue // no longer stuck
+		}
+		f.asked = now
+		if !ok {
+			f.CinderError = "the operator's OpenStack credentials are not valid (see OpenStackCinderConfigDegraded)"
+			continue
+		}
+		ids[s.key()] = f.VolumeID
+	}
+	if len(ids) == 0 {
+		return
 	}
 	m.reading = true
-	ctx := m.ctx
+	bg := m.ctx
 	go func() {
-		results := m.read(ctx, in, ids)
+		results := m.read(bg, in, ids)
 		m.mu.Lock()
 		for k, r := range results {
 			if f := m.facts[k]; f != nil {

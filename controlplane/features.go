@@ -72,14 +72,10 @@ func parseFeatures(src configSource) (features, []error) {
 	}
 	f.Mapping = m
 
-	if v := strings.TrimSpace(src.Data[names.KeyAttachmentWarningAfter]); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < minAttachmentWarningAfter {
-			errs = append(errs, &cloudconfig.ConfigError{Key: names.KeyAttachmentWarningAfter,
-				Reason: fmt.Sprintf("is not a duration of at least %s; write one such as 5m or 90s, or leave it empty for %s", minAttachmentWarningAfter, DefaultAttachmentWarningAfter)})
-		} else {
-			f.AttachmentWarningAfter = d
-		}
+	if d, err := parseAttachmentWarningAfter(src.Data[names.KeyAttachmentWarningAfter]); err != nil {
+		errs = append(errs, err)
+	} else {
+		f.AttachmentWarningAfter = d
 	}
 
 	zone := strings.TrimSpace(src.Data[names.KeyBackupAvailabilityZone])
@@ -90,6 +86,21 @@ func parseFeatures(src configSource) (features, []error) {
 		f.BackupZone = zone
 	}
 	return f, errs
+}
+
+// parseAttachmentWarningAfter parses the value of attachment_warning_after: the default when
+// blank, an error naming the key when not a duration of at least minAttachmentWarningAfter.
+func parseAttachmentWarningAfter(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return DefaultAttachmentWarningAfter, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < minAttachmentWarningAfter {
+		return DefaultAttachmentWarningAfter, &cloudconfig.ConfigError{Key: names.KeyAttachmentWarningAfter,
+			Reason: fmt.Sprintf("is not a duration of at least %s; write one such as 5m or 90s, or leave it empty for %s", minAttachmentWarningAfter, DefaultAttachmentWarningAfter)}
+	}
+	return d, nil
 }
 
 // parseFlag parses a feature switch: "true" or "false" in any case (as enable_topology), blanks
