@@ -13,6 +13,8 @@ KUBE_VERSION ?= v1.36.3
 ETCD_VERSION ?= v3.6.16
 KWOK_VERSION ?= v0.8.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
+# Prometheus and promtool of the test world's monitoring (the module's v0.316.0 is Prometheus 3.16.0).
+PROMETHEUS_VERSION ?= v0.316.0
 # kind, for `make e2e-kind` only (built from the Go module proxy when that target runs).
 KIND_VERSION ?= v0.33.0
 KIND_NODE_IMAGE ?= kindest/node:$(KUBE_VERSION)
@@ -21,9 +23,10 @@ BIN := $(CURDIR)/bin
 KUBE_BIN_DIR := $(BIN)/kube-$(KUBE_VERSION)
 ETCD_BIN_DIR := $(BIN)/etcd-$(ETCD_VERSION)
 KWOK_BIN_DIR := $(BIN)/kwok-$(KWOK_VERSION)
+PROMETHEUS_BIN_DIR := $(BIN)/prometheus-$(PROMETHEUS_VERSION)
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 KIND := $(BIN)/kind-$(KIND_VERSION)
-export KUBE_BIN_DIR ETCD_BIN_DIR KWOK_BIN_DIR
+export KUBE_BIN_DIR ETCD_BIN_DIR KWOK_BIN_DIR PROMETHEUS_BIN_DIR
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
@@ -47,9 +50,9 @@ TEST_PARALLEL ?= 4
 GO_TEST_FLAGS ?=
 # Harness packages test-unit leaves out (a grep -E pattern over import paths): their tests start
 # local clusters (applier, integration, install, localcluster, e2e-kind), need real nodes
-# (realnode), run a containerd (imagetars) or attach loop devices (fakeopenstack). The product's own
-# tests never need any of these.
-NON_UNIT_PKGS := /e2e/(applier|integration|install|localcluster|realnode|cmd/e2e-kind|imagetars|fakeopenstack)$$
+# (realnode), run a containerd (imagetars), attach loop devices (fakeopenstack) or run promtool
+# (monitoring). The product's own tests never need any of these.
+NON_UNIT_PKGS := /e2e/(applier|integration|install|localcluster|realnode|cmd/e2e-kind|imagetars|fakeopenstack|monitoring)$$
 # Harness packages whose tests take the host-wide real-node lock (a grep -E pattern): test runs
 # them in sequence with the other real-node phases, not beside them.
 HOST_LOCK_PKGS := /e2e/realnode$$
@@ -98,16 +101,17 @@ UPSTREAM := $(KUBE_BIN_DIR)/kube-apiserver $(ETCD_BIN_DIR)/etcd $(KWOK_BIN_DIR)/
 # What the long targets build first, as numbered steps with their times (e2e/hack/prereqs.sh).
 # Only what the target needs: simulated nodes need no kubelet or images, real nodes no kwok.
 PREREQS = env BIN=$(BIN) LDFLAGS='$(LDFLAGS)' KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) \
-  KWOK_VERSION=$(KWOK_VERSION) $(OPERAND_VERSIONS) REALNODE_HOST_PACKAGES='$(REALNODE_HOST_PACKAGES)' \
+  KWOK_VERSION=$(KWOK_VERSION) PROMETHEUS_VERSION=$(PROMETHEUS_VERSION) $(OPERAND_VERSIONS) REALNODE_HOST_PACKAGES='$(REALNODE_HOST_PACKAGES)' \
   OPERAND_HOST_PACKAGES='$(OPERAND_HOST_PACKAGES)' OPERAND_IMAGE_FLAGS='$(OPERAND_IMAGE_FLAGS)' e2e/hack/prereqs.sh
 # Go tests on simulated nodes need the operator and the clusters; run-local also its harness commands.
 CLUSTER_STEPS := operator control-plane etcd kwok
 SIMULATED_STEPS := operator harness control-plane etcd kwok
 REAL_NODE_STEPS := operator harness host-packages control-plane kubelet operands pause images
 # The storage tests also run a real OpenStack (Debian's packages) and the upstream suite's CI
-# subset on it and on the fake.
-STORAGE_STEPS := $(REAL_NODE_STEPS) openstack external-storage-suite
-# make test: both kinds of nodes, the real cloud, and the upstream suite.
+# subset on it and on the fake, and a real Prometheus in the real cloud's worlds.
+STORAGE_STEPS := $(REAL_NODE_STEPS) openstack external-storage-suite prometheus
+# make test: both kinds of nodes, the real cloud, the upstream suite, and promtool for the
+# alerts' unit tests.
 TEST_STEPS := $(STORAGE_STEPS) kwok
 # run-local's nodes as decided from REAL_NODES and the host (auto: real where Linux and root), once:
 # the steps built and the --real-nodes run-local gets follow it, so a host that then fails
@@ -134,7 +138,7 @@ run-local: ## Start local clusters (real nodes where the host allows), a fake Op
 
 .PHONY: test
 test: ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
-	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(TEST_STEPS),$(SIMULATED_STEPS))
+	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(TEST_STEPS),$(SIMULATED_STEPS) prometheus)
 	@$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
 	@e2e/hack/beside.sh $(BIN)/test-logs/harness-integration.log "3/6 harness and integration tests (race detector)" \
 	  $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -Ev '$(HOST_LOCK_PKGS)') \

@@ -14,8 +14,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -152,45 +150,6 @@ func desiredControllerObjects(d *manifests.Decoder, in controllerInputs) ([]clie
 		plan.Managed(o)
 	}
 	return objs, nil
-}
-
-// serviceMonitorGVK is the prometheus-operator kind; the scheme has no Go type for it.
-var serviceMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
-
-// newServiceMonitor returns an empty ServiceMonitor, for watches, cache options and deletes.
-func newServiceMonitor() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(serviceMonitorGVK)
-	return u
-}
-
-// desiredServiceMonitor returns the controller's ServiceMonitor: every endpoint checks the
-// serving certificate against the metrics Service's DNS name in namespace.
-func desiredServiceMonitor(d *manifests.Decoder, namespace string) (*unstructured.Unstructured, error) {
-	sm, err := manifests.Object[*unstructured.Unstructured](d, "controller_servicemonitor.yaml")
-	if err != nil {
-		return nil, err
-	}
-	endpoints, _, err := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
-	if err != nil {
-		return nil, fmt.Errorf("reading the ServiceMonitor endpoints: %w", err)
-	}
-	serverName := names.ControllerMetricsService + "." + namespace + ".svc"
-	for i, e := range endpoints {
-		ep, ok := e.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("ServiceMonitor endpoint %d is not an object", i)
-		}
-		if err := unstructured.SetNestedField(ep, serverName, "tlsConfig", "serverName"); err != nil {
-			return nil, fmt.Errorf("ServiceMonitor endpoint %d: %w", i, err)
-		}
-	}
-	if err := unstructured.SetNestedSlice(sm.Object, endpoints, "spec", "endpoints"); err != nil {
-		return nil, err
-	}
-	sm.SetNamespace(namespace)
-	plan.Managed(sm)
-	return sm, nil
 }
 
 // desiredController returns the controller Deployment.

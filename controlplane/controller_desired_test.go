@@ -14,7 +14,6 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
@@ -553,56 +552,6 @@ func TestDesiredControllerObjects(t *testing.T) {
 		for k, v := range svc.Spec.Selector {
 			g.Expect(dep.Spec.Template.Labels).To(HaveKeyWithValue(k, v))
 		}
-	})
-}
-
-func TestDesiredServiceMonitor(t *testing.T) {
-	t.Parallel()
-	const ns = names.GuestNamespace
-	d := testutil.Decoder(t)
-
-	t.Run("When rendered for the standalone namespace, it should match the fixture", func(t *testing.T) {
-		t.Parallel()
-		g := NewWithT(t)
-		sm, err := desiredServiceMonitor(d, ns)
-		g.Expect(err).NotTo(HaveOccurred())
-		golden.CompareWithFixture(t, sm)
-	})
-
-	t.Run("When rendered, it should scrape every metrics Service port over TLS checked against the Service's name", func(t *testing.T) {
-		t.Parallel()
-		g := NewWithT(t)
-		sm, err := desiredServiceMonitor(d, ns)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(sm.GroupVersionKind()).To(Equal(serviceMonitorGVK))
-		g.Expect(sm.GetNamespace()).To(Equal(ns))
-		g.Expect(sm.GetLabels()).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue))
-
-		svc, err := manifests.Object[*corev1.Service](d, "controller_metrics_service.yaml")
-		g.Expect(err).NotTo(HaveOccurred())
-		selector, _, err := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(selector).NotTo(BeEmpty())
-		for k, v := range selector {
-			g.Expect(svc.Labels).To(HaveKeyWithValue(k, v), "the selector must select the metrics Service")
-		}
-
-		endpoints, _, err := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
-		g.Expect(err).NotTo(HaveOccurred())
-		var ports []string
-		for _, e := range endpoints {
-			ep := e.(map[string]any)
-			ports = append(ports, ep["port"].(string))
-			g.Expect(ep).To(HaveKeyWithValue("scheme", "https"))
-			g.Expect(ep).To(HaveKeyWithValue("interval", "30s"))
-			serverName, _, _ := unstructured.NestedString(ep, "tlsConfig", "serverName")
-			g.Expect(serverName).To(Equal(names.ControllerMetricsService + "." + ns + ".svc"))
-		}
-		var svcPorts []string
-		for _, p := range svc.Spec.Ports {
-			svcPorts = append(svcPorts, p.Name)
-		}
-		g.Expect(ports).To(ConsistOf(svcPorts))
 	})
 }
 

@@ -46,8 +46,9 @@ type Inputs struct {
 	// the last listing that succeeded.
 	NodeCloudConf *corev1.ConfigMap
 	Deployment    *appsv1.Deployment
-	// ServiceMonitorCRD is set when the API server serves ServiceMonitors (standalone only).
-	ServiceMonitorCRD bool
+	// Monitoring is which monitoring objects the cluster of the controller serves and the
+	// operator may write (monitoring.go).
+	Monitoring Monitoring
 }
 
 // readInputs reads every input from the caches; a missing object is not an error.
@@ -92,7 +93,7 @@ func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 			get(r.Guest, client.ObjectKey{Name: names.InfrastructureName}, &infra, func() { in.Infrastructure = &infra }),
 			get(r.Guest, client.ObjectKey{Name: names.ProxyName}, &proxy, func() { in.Proxy = &proxy }),
 			get(r.Guest, client.ObjectKey{Name: names.APIServerName}, &apiServer, func() { in.APIServer = &apiServer }),
-			get(r.Guest, client.ObjectKey{Name: names.ServiceMonitorCRD}, &monitorCRD, func() { in.ServiceMonitorCRD = clusters.Established(&monitorCRD) }),
+			get(r.Guest, client.ObjectKey{Name: names.ServiceMonitorCRD}, &monitorCRD, func() { in.Monitoring.ServiceMonitors = clusters.Established(&monitorCRD) }),
 		)
 		if in.Infrastructure != nil && in.Infrastructure.Spec.CloudConfig.Name != "" {
 			key := client.ObjectKey{Namespace: names.OpenShiftConfigNamespace, Name: in.Infrastructure.Spec.CloudConfig.Name}
@@ -102,6 +103,7 @@ func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	in.Monitoring = r.monitoring(ctx, in.Monitoring.ServiceMonitors)
 	if r.Config.HyperShift {
 		hcps := &hyperv1.HostedControlPlaneList{}
 		if err := apply.List(ctx, r.Mgmt, r.errCluster(apply.ClusterManagement), hcps, client.InNamespace(ns)); err != nil {

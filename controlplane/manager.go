@@ -152,6 +152,8 @@ func Setup(mgr ctrl.Manager, mgmt, guest cluster.Cluster, cfg Config) error {
 		Decoder:  manifests.NewDecoder(mgr.GetScheme()),
 		Recorder: guest.GetEventRecorder(names.FieldOwnerControlPlane),
 		topology: newTopologyCache(),
+		// Which monitoring objects may be written is asked once, again while denied.
+		monitoringAccess: newMonitoringAccess(),
 		// The ServiceMonitor watch starts later, on the controller namespace's cache.
 		mgmtCache: mgmt.GetCache(),
 	}

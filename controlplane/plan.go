@@ -82,7 +82,7 @@ func OfflineZones(enabled bool, computeZones, volumeZones []string) Detection {
 // Plan is the controlplane manager's desired state for one State.
 //
 // Its Apply holds the node copy of cloud-conf in the guest, then, next to the controller, the
-// controller copy, the controller objects and the ServiceMonitor; under managementState Removed
+// controller copy, the controller objects, the ServiceMonitors and the alerts; under managementState Removed
 // its Delete holds everything this manager creates in either cluster.
 type Plan struct {
 	plan.Base
@@ -94,8 +94,9 @@ type Plan struct {
 	// ConfigSource is where the driver settings come from; the controller copy of cloud-conf
 	// records it.
 	ConfigSource configSource
-	// ServiceMonitor is set when Apply holds the ServiceMonitor, whose watch starts late.
-	ServiceMonitor bool
+	// Monitoring is which monitoring objects Apply holds: the ServiceMonitors' watch starts
+	// late, once their kind is served.
+	Monitoring Monitoring
 	// TLS is the TLS security profile the kube-rbac-proxies serve. Its Problem is set when the
 	// cluster's profile cannot be served and Intermediate stands in for it.
 	TLS tlsprofile.Settings
@@ -157,9 +158,10 @@ func (res *resolution) credentials() (detectionInputs, bool) {
 // desired is Desired from s's resolution res (resolveState).
 func desired(d *manifests.Decoder, rc Config, s State, res *resolution) (*Plan, error) {
 	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) {
-		return objects(d, rc, &config{ServiceMonitor: s.Inputs.ServiceMonitorCRD, TLS: tlsprofile.Intermediate()}, nil, nil, false)
+		return objects(d, rc, &config{Monitoring: s.Inputs.Monitoring, TLS: tlsprofile.Intermediate()}, nil, nil, false)
 	})
-	p := &Plan{Base: base}
+	// Under managementState Removed, the monitoring objects the inputs allow are deleted.
+	p := &Plan{Base: base, Monitoring: s.Inputs.Monitoring}
 	if complete || err != nil {
 		return p, err
 	}
@@ -180,7 +182,7 @@ func desired(d *manifests.Decoder, rc Config, s State, res *resolution) (*Plan, 
 		return nil, err
 	}
 	p.Apply = steps
-	p.ServiceMonitor = cfg.ServiceMonitor && !rc.HyperShift
+	p.Monitoring = cfg.Monitoring
 	p.TLS = cfg.TLS
 	return p, nil
 }
@@ -226,16 +228,13 @@ func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.S
 	if err != nil {
 		return nil, fmt.Errorf("computing the controller objects: %w", err)
 	}
-	mgmt := append([]client.Object{controllerConf}, objs...)
+	monitoring, err := desiredMonitoring(d, cfg.Monitoring, ns)
+	if err != nil {
+		return nil, err
+	}
+	mgmt := append(append([]client.Object{controllerConf}, objs...), monitoring...)
 	if rc.HyperShift {
 		ownedBy(cfg.Owner, mgmt...)
-	}
-	if cfg.ServiceMonitor && !rc.HyperShift {
-		sm, err := desiredServiceMonitor(d, ns)
-		if err != nil {
-			return nil, fmt.Errorf("computing the ServiceMonitor: %w", err)
-		}
-		mgmt = append(mgmt, sm)
 	}
 	return append(plan.Steps(plan.Guest, groupController, nodeConf),
 		plan.Steps(plan.Management, groupController, mgmt...)...), nil

@@ -113,10 +113,10 @@ func standaloneState(proxy, trustedCA bool) State {
 					ControlPlaneTopology: configv1.HighlyAvailableTopologyMode,
 				},
 			},
-			Credentials:       &corev1.Secret{Data: map[string][]byte{names.KeyCloudsYAML: []byte(testutil.CloudsYAML)}},
-			CAConfigMap:       &corev1.ConfigMap{Data: map[string]string{names.KeyCABundle: testutil.CA}},
-			UserConfig:        userConfig(),
-			ServiceMonitorCRD: true,
+			Credentials: &corev1.Secret{Data: map[string][]byte{names.KeyCloudsYAML: []byte(testutil.CloudsYAML)}},
+			CAConfigMap: &corev1.ConfigMap{Data: map[string]string{names.KeyCABundle: testutil.CA}},
+			UserConfig:  userConfig(),
+			Monitoring:  Monitoring{ServiceMonitors: true},
 		},
 	}
 	if proxy {
@@ -250,7 +250,7 @@ func TestDesired(t *testing.T) {
 		}
 	})
 
-	t.Run("When standalone, it should give the node copy a name of its own and apply the ServiceMonitor last", func(t *testing.T) {
+	t.Run("When standalone, it should give the node copy a name of its own and apply the ServiceMonitors last", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		p := desiredPlan(t, standaloneConfig(), standaloneState(false, true))
@@ -263,28 +263,37 @@ func TestDesired(t *testing.T) {
 			"management/PodDisruptionBudget/openshift-cluster-csi-drivers/openstack-cinder-csi-driver-controller-pdb",
 			"management/Deployment/openshift-cluster-csi-drivers/openstack-cinder-csi-driver-controller",
 			"management/ServiceMonitor/openshift-cluster-csi-drivers/" + names.ControllerServiceMonitor,
+			"management/ServiceMonitor/openshift-cluster-csi-drivers/" + names.OperatorServiceMonitor,
 		}))
-		g.Expect(p.ServiceMonitor).To(BeTrue())
+		g.Expect(p.Monitoring).To(Equal(Monitoring{ServiceMonitors: true}))
 	})
 
 	t.Run("When standalone without the ServiceMonitor CRD, it should not apply a ServiceMonitor", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		s := standaloneState(false, false)
-		s.Inputs.ServiceMonitorCRD = false
+		s.Inputs.Monitoring = Monitoring{}
 		p := desiredPlan(t, standaloneConfig(), s)
 		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("ServiceMonitor")))
-		g.Expect(p.ServiceMonitor).To(BeFalse())
+		g.Expect(p.Monitoring).To(BeZero())
 	})
 
-	t.Run("When on HyperShift, it should never apply a ServiceMonitor, even where the kind is served", func(t *testing.T) {
+	t.Run("When on HyperShift with the kinds served and writable, it should apply the ServiceMonitors and the alerts next to the controller, owned by the HostedControlPlane", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		s := hyperShiftState(false, "")
-		s.Inputs.ServiceMonitorCRD = true
+		s.Inputs.Monitoring = Monitoring{ServiceMonitors: true, PrometheusRules: true}
 		p := desiredPlan(t, hyperShiftConfig(), s)
-		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("ServiceMonitor")))
-		g.Expect(p.ServiceMonitor).To(BeFalse())
+		g.Expect(testutil.StepNames(p.Apply)).To(ContainElements(
+			"management/ServiceMonitor/"+hcpNamespace+"/"+names.ControllerServiceMonitor,
+			"management/ServiceMonitor/"+hcpNamespace+"/"+names.OperatorServiceMonitor,
+			"management/PrometheusRule/"+hcpNamespace+"/"+names.AlertsRule))
+		for _, step := range p.Apply {
+			if o := step.Object; o.GetObjectKind().GroupVersionKind().Group == serviceMonitorGVK.Group {
+				g.Expect(o.GetOwnerReferences()).To(HaveLen(1), o.GetName())
+			}
+		}
+		g.Expect(p.Monitoring).To(Equal(s.Inputs.Monitoring))
 	})
 
 	t.Run("When the installer's cloud provider config sets enable_topology, it should name it as the override and record it as the source", func(t *testing.T) {
@@ -444,10 +453,15 @@ func TestDesiredRemoved(t *testing.T) {
 		state State
 	}{
 		{name: "on HyperShift", rc: hyperShiftConfig(), state: hyperShiftState(true, testutil.CA)},
+		{name: "on HyperShift with the monitoring kinds", rc: hyperShiftConfig(), state: func() State {
+			s := hyperShiftState(true, testutil.CA)
+			s.Inputs.Monitoring = Monitoring{ServiceMonitors: true, PrometheusRules: true}
+			return s
+		}()},
 		{name: "standalone with the ServiceMonitor CRD", rc: standaloneConfig(), state: standaloneState(true, true)},
 		{name: "standalone without the ServiceMonitor CRD", rc: standaloneConfig(), state: func() State {
 			s := standaloneState(false, false)
-			s.Inputs.ServiceMonitorCRD = false
+			s.Inputs.Monitoring = Monitoring{}
 			return s
 		}()},
 	} {
@@ -469,7 +483,7 @@ func TestDesiredRemoved(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
 			managed := desiredPlan(t, tt.rc, tt.state)
-			removed := State{Driver: managedDriver(), Inputs: Inputs{ServiceMonitorCRD: tt.state.Inputs.ServiceMonitorCRD}}
+			removed := State{Driver: managedDriver(), Inputs: Inputs{Monitoring: tt.state.Inputs.Monitoring}}
 			removed.Driver.Spec.ManagementState = operatorv1.Removed
 			p := desiredPlan(t, tt.rc, removed)
 			g.Expect(testutil.StepNames(p.Delete)).To(ConsistOf(identities(managed.Apply)))

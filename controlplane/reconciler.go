@@ -60,6 +60,8 @@ type Reconciler struct {
 	// monitorAccess says whether ServiceMonitors may be watched at all (not under
 	// cluster-storage-operator's RBAC); when not, they are read directly and not watched.
 	monitorAccess access.Question
+	// monitoringAccess says which monitoring objects the operator may write (monitors.go).
+	monitoringAccess *monitoringAccess
 }
 
 // SetupWithManager watches the inputs and owned objects on both clusters.
@@ -148,7 +150,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	mgmtApplier, monitorsWatched, err := r.mgmtApplier(ctx, p.ServiceMonitor || p.ManagementState == operatorv1.Removed)
+	mgmtApplier, monitorsWatched, err := r.mgmtApplier(ctx, p.Monitoring)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -185,7 +187,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		"computeZones", p.Topology.ComputeZones, "volumeZones", p.Topology.VolumeZones)
 
 	var applyErr error
-	if p.ServiceMonitor && monitorsWatched {
+	if p.Monitoring.ServiceMonitors && monitorsWatched {
 		applyErr = r.monitors.Start(ctx, r.controller, r.mgmtCache, newServiceMonitor(), "ServiceMonitors")
 	}
 	if applyErr == nil {
@@ -201,31 +203,31 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		log.V(0).Info("Driver settings source changed", "source", p.ConfigSource.record())
 		r.Recorder.Eventf(driver, nil, corev1.EventTypeNormal, names.ReasonConfigSourceChanged, p.ConfigSource.action(), "%s", note)
 	}
-	// A denied watch of ServiceMonitors is asked again on its interval: a grant changes no
-	// object this reconciler watches, so nothing else would bring it back to ask.
-	return ctrl.Result{RequeueAfter: access.Soonest(p.Topology.RecheckIn, r.monitorAccess.Recheck())}, nil
+	// A denied watch of ServiceMonitors, or write of a monitoring object, is asked again on its
+	// interval: a grant changes no object this reconciler watches, so nothing else would bring
+	// it back to ask.
+	return ctrl.Result{RequeueAfter: access.Soonest(p.Topology.RecheckIn, r.monitorAccess.Recheck(), r.monitoringAccess.recheck())}, nil
 }
 
 // mgmtApplier applies to the controller namespace, comparing with that namespace's cache for
-// every kind. The client reads objects without a Go type (the ServiceMonitor) from the API
+// every kind. The client reads objects without a Go type (the monitoring kinds) from the API
 // server, which would cost a GET on every reconcile. The client itself must stay that way: the
 // applier's adoption fallback reads csi-operator's objects through it, and the label-selected
-// cache cannot see them. monitors says whether the applier may touch the ServiceMonitor (a
-// standalone plan that applies it, or any plan that deletes it): then it asks, once, whether
-// ServiceMonitors may be watched, and if not reads them directly (see monitorsWatchable); the
-// answer is returned with the applier.
-func (r *Reconciler) mgmtApplier(ctx context.Context, monitors bool) (*apply.Applier, bool, error) {
+// cache cannot see them. m is what the plan applies or deletes of the monitoring kinds: with
+// ServiceMonitors, it asks, once, whether they may be watched, and if not reads them directly
+// (see monitorsWatchable); the answer is returned with the applier.
+func (r *Reconciler) mgmtApplier(ctx context.Context, m Monitoring) (*apply.Applier, bool, error) {
 	a := apply.New(r.Mgmt, r.fieldOwner())
 	a.Reader = r.mgmtCache
-	if !monitors || r.Config.HyperShift {
-		return a, false, nil
+	var watched bool
+	if m.ServiceMonitors {
+		var err error
+		if watched, err = monitorsWatchable(ctx, &r.monitorAccess, r.Mgmt, r.Config.Namespace); err != nil {
+			return nil, false, fmt.Errorf("checking access to ServiceMonitors: %w", err)
+		}
 	}
-	watched, err := monitorsWatchable(ctx, &r.monitorAccess, r.Mgmt, r.Config.Namespace)
-	if err != nil {
-		return nil, false, fmt.Errorf("checking access to ServiceMonitors: %w", err)
-	}
-	if !watched {
-		a.Reader = monitorReader{cached: r.mgmtCache, direct: r.Mgmt}
+	if (m.ServiceMonitors && !watched) || m.PrometheusRules {
+		a.Reader = monitorReader{cached: r.mgmtCache, direct: r.Mgmt, watchedMonitors: watched}
 	}
 	return a, watched, nil
 }

@@ -66,9 +66,8 @@ type config struct {
 	// own (HyperShift). TrustedCA is the injected CA bundle (standalone).
 	Proxy     configv1.ProxyStatus
 	TrustedCA *corev1.ConfigMap
-	// ServiceMonitor is set when the controller's ServiceMonitor is to be applied (standalone,
-	// with the kind served).
-	ServiceMonitor bool
+	// Monitoring is which monitoring objects are applied next to the controller.
+	Monitoring Monitoring
 	// TLS is the cluster's TLS security profile, for the controller's kube-rbac-proxies.
 	TLS tlsprofile.Settings
 	// Owner is the HostedControlPlane as the owner of the objects next to the controller
@@ -106,7 +105,6 @@ func resolveStandalone(cfg *config, in *Inputs) []problem {
 	if in.Proxy != nil {
 		cfg.Proxy = in.Proxy.Status
 	}
-	cfg.ServiceMonitor = in.ServiceMonitorCRD
 	cfg.TLS = tlsprofile.Resolve(tlsprofile.FromAPIServer(in.APIServer))
 	return nil
 }
@@ -142,7 +140,7 @@ func resolveHostedControlPlane(rc Config, cfg *config, in *Inputs) []problem {
 func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*config, []problem) {
 	var problems []problem
 	// HyperShift's profile comes with the HostedControlPlane; standalone's, from APIServer.
-	cfg := &config{CloudName: defaultCloudName, TLS: tlsprofile.Intermediate()}
+	cfg := &config{CloudName: defaultCloudName, TLS: tlsprofile.Intermediate(), Monitoring: in.Monitoring}
 
 	v, err := loglevel.Verbosity(driver.Spec.LogLevel)
 	if err != nil {

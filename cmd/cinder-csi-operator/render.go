@@ -61,7 +61,7 @@ func parseRenderFlags(args []string, stderr io.Writer) (renderFlags, error) {
 	fs.StringVar(&r.volumeZones, "volume-zones", "", "comma-separated available volume (Cinder) availability zones, as a listing would return them; needs --compute-zones")
 	fs.StringVar(&r.nodeConfFile, "node-cloud-conf-file", "", "the live node copy of cloud-conf (ConfigMap YAML), optional: without --compute-zones and --volume-zones, "+
 		"the zones it records are rendered, as the operator keeps them while OpenStack cannot be asked")
-	fs.BoolVar(&r.monitor, "servicemonitor", true, "standalone: render the ServiceMonitor, as on a cluster whose monitoring stack serves the kind")
+	fs.BoolVar(&r.monitor, "servicemonitor", true, "render the ServiceMonitors and the PrometheusRule, as on a cluster whose monitoring stack serves the kinds")
 	if err := fs.Parse(args); err != nil {
 		return r, err
 	}
@@ -81,7 +81,7 @@ func (r renderFlags) state() (controlplane.State, error) {
 	if err != nil {
 		return controlplane.State{}, err
 	}
-	cp := controlplane.State{Inputs: controlplane.Inputs{ServiceMonitorCRD: r.monitor}, Detection: detection}
+	cp := controlplane.State{Inputs: controlplane.Inputs{Monitoring: controlplane.Monitoring{ServiceMonitors: r.monitor, PrometheusRules: r.monitor}}, Detection: detection}
 	in := &cp.Inputs
 	files := []struct {
 		path string

@@ -63,7 +63,7 @@ func TestRunRender(t *testing.T) {
 		g.Expect(code).To(Equal(1), "the standalone cloud is named by Infrastructure status, default openstack")
 		g.Expect(errOut.String()).To(ContainSubstring(`has no cloud named "openstack"`))
 	})
-	t.Run("When rendering a standalone cluster with its cloud, it should print the ServiceMonitor unless told not to", func(t *testing.T) {
+	t.Run("When rendering a standalone cluster with its cloud, it should print the monitoring objects unless told not to", func(t *testing.T) {
 		g := NewWithT(t)
 		args := []string{"render", "--mode=standalone", "--infrastructure-file=testdata/infrastructure-shiftstack.yaml",
 			"--credentials-file=testdata/credentials.yaml"}
@@ -71,12 +71,14 @@ func TestRunRender(t *testing.T) {
 		g.Expect(run(args, &out, &errOut)).To(Equal(0), errOut.String())
 		g.Expect(documents(t, out.String())).To(ContainElements(
 			"ConfigMap/openstack-cinder-csi-driver-trusted-ca-bundle", "Deployment/openstack-cinder-csi-driver-controller",
-			"ServiceMonitor/openstack-cinder-csi-driver-controller-monitor", "ConfigMap/cloud-conf-node"))
+			"ServiceMonitor/openstack-cinder-csi-driver-controller-monitor", "ServiceMonitor/openstack-cinder-csi-driver-operator-monitor",
+			"PrometheusRule/openstack-cinder-csi-driver-alerts", "ConfigMap/cloud-conf-node"))
 		g.Expect(out.String()).To(ContainSubstring("serverName: openstack-cinder-csi-driver-controller-metrics.openshift-cluster-csi-drivers.svc"))
 
 		out.Reset()
 		g.Expect(run(append(args, "--servicemonitor=false"), &out, &errOut)).To(Equal(0), errOut.String())
-		g.Expect(documents(t, out.String())).NotTo(ContainElement("ServiceMonitor/openstack-cinder-csi-driver-controller-monitor"))
+		g.Expect(documents(t, out.String())).NotTo(ContainElements(
+			"ServiceMonitor/openstack-cinder-csi-driver-controller-monitor", "PrometheusRule/openstack-cinder-csi-driver-alerts"))
 	})
 	t.Run("When rendering a standalone cluster with the installer's cloud provider config and no cinder-csi-config, it should take its [BlockStorage] and enable_topology", func(t *testing.T) {
 		g := NewWithT(t)

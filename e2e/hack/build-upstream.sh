@@ -4,7 +4,7 @@
 # version-keyed directory, and only when they are missing. No container image or release
 # download is needed.
 #
-# Usage: build-upstream.sh kube|kube-node|kube-e2e|etcd|kwok <version> <output dir>
+# Usage: build-upstream.sh kube|kube-node|kube-e2e|etcd|kwok|prometheus <version> <output dir>
 #        build-upstream.sh kube-versions <version>
 # kube-versions prints "module version" for every module of the kube binaries' build list, the
 # versions build-operands.sh pins its shared module to. etcd is built by build-operands.sh (it
@@ -143,6 +143,20 @@ kwok)
     { echo "---"; cat "$f"; } >>"$out/stages.yaml.tmp"
   done
   mv "$out/stages.yaml.tmp" "$out/stages.yaml"
+  ;;
+prometheus)
+  # The module's version v0.X.Y is Prometheus 3.X.Y. Service discovery is cut down to the
+  # Kubernetes API's (the test world's Prometheus finds its targets as OpenShift's does, from
+  # endpoints), and the web UI's assets are not built in (they need npm): the HTTP API serves all
+  # the tests and run-local read.
+  [ -x "$out/prometheus" ] && [ -x "$out/promtool" ] && exit 0
+  minor=${version#v0.}
+  release=3.$((${minor%%.*} - 300)).${minor#*.}
+  echo "building prometheus and promtool $release"
+  vpkg=github.com/prometheus/common/version
+  GOBIN="$out" go install -trimpath -tags remove_all_sd,enable_kubernetes_sd \
+    -ldflags="-s -w -X $vpkg.Version=$release -X $vpkg.Branch=release -X $vpkg.Revision=$version" \
+    "github.com/prometheus/prometheus/cmd/prometheus@$version" "github.com/prometheus/prometheus/cmd/promtool@$version"
   ;;
 *)
   echo "unknown component $what" >&2

@@ -150,10 +150,11 @@ func TestCRDHelpers(t *testing.T) {
 		for _, c := range crds {
 			names = append(names, c.Name)
 		}
-		// ServiceMonitor is in both lists and must be installed once.
+		// The monitoring stack's CRDs are in both lists and must be installed once.
 		g.Expect(names).To(ConsistOf(
 			"hostedcontrolplanes.hypershift.openshift.io",
 			"servicemonitors.monitoring.coreos.com",
+			"prometheusrules.monitoring.coreos.com",
 			"clustercsidrivers.operator.openshift.io",
 			"apiservers.config.openshift.io",
 			"infrastructures.config.openshift.io",

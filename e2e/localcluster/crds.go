@@ -27,22 +27,25 @@ const (
 	// hostedControlPlaneCRD is the OpenStack feature-gated variant: only it has
 	// spec.platform.openstack, which the operator reads.
 	hostedControlPlaneCRD = "hypershift/v1beta1/zz_generated.featuregated-crd-manifests/hostedcontrolplanes.hypershift.openshift.io/OpenStack.yaml"
-	// serviceMonitorCRD is relative to the module root; see the file for why it is hand-written.
+	// The monitoring stack's CRDs are relative to the module root; see the files for why they
+	// are hand-written.
 	serviceMonitorCRD = "e2e/localcluster/testdata/servicemonitor-crd.yaml"
+	prometheusRuleCRD = "e2e/localcluster/testdata/prometheusrule-crd.yaml"
 )
 
 // ManagementCRDs returns the CRD files a HyperShift management cluster needs for the operator:
-// HostedControlPlane and ServiceMonitor.
+// HostedControlPlane, ServiceMonitor and PrometheusRule.
 func ManagementCRDs() ([]string, error) {
 	return crdPaths([][2]string{
 		{hypershiftAPIModule, hostedControlPlaneCRD},
 		{"", serviceMonitorCRD},
+		{"", prometheusRuleCRD},
 	})
 }
 
 // GuestCRDs returns the CRD files a guest (or standalone OpenShift) cluster needs for the
 // operator: ClusterCSIDriver, Infrastructure, Proxy, APIServer (the TLS security profile),
-// VolumeSnapshotClass and ServiceMonitor.
+// VolumeSnapshotClass, ServiceMonitor and PrometheusRule.
 func GuestCRDs() ([]string, error) {
 	return crdPaths([][2]string{
 		{openshiftAPIModule, clusterCSIDriverCRD},
@@ -51,6 +54,7 @@ func GuestCRDs() ([]string, error) {
 		{openshiftAPIModule, apiServerCRD},
 		{snapshotClientModule, volumeSnapshotClassCR},
 		{"", serviceMonitorCRD},
+		{"", prometheusRuleCRD},
 	})
 }
 

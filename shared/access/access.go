@@ -30,9 +30,14 @@ var DefaultInterval = 5 * time.Minute
 // Allowed reports whether the client's identity may do every one of verbs on the resource
 // (group, resource, in namespace ns; "" for cluster scope).
 func Allowed(ctx context.Context, c client.Client, ns, group, resource string, verbs ...string) (bool, error) {
+	return ask(ctx, c, ns, group, resource, "", verbs...)
+}
+
+// ask is Allowed on the object named name, or on any object of the resource when name is "".
+func ask(ctx context.Context, c client.Client, ns, group, resource, name string, verbs ...string) (bool, error) {
 	for _, verb := range verbs {
 		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource, Name: name},
 		}}
 		if err := c.Create(ctx, r); err != nil {
 			return false, fmt.Errorf("asking whether %s on %s.%s is allowed: %w", verb, resource, group, err)
@@ -56,6 +61,9 @@ func Allowed(ctx context.Context, c client.Client, ns, group, resource string, v
 type Question struct {
 	// Interval is how long a denial is kept; zero means DefaultInterval.
 	Interval time.Duration
+	// Name, when set, asks about that one object of the resource: what a Role that grants
+	// writes by resourceNames allows.
+	Name string
 
 	mu       sync.Mutex
 	asked    bool
@@ -75,7 +83,7 @@ func (q *Question) Allowed(ctx context.Context, c client.Client, ns, group, reso
 	if q.asked && (q.allowed || now.Before(q.deniedAt.Add(q.interval()))) {
 		return q.allowed, false, nil
 	}
-	ok, err := Allowed(ctx, c, ns, group, resource, verbs...)
+	ok, err := ask(ctx, c, ns, group, resource, q.Name, verbs...)
 	if err != nil {
 		return false, false, err
 	}

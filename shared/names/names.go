@@ -38,8 +38,13 @@ const (
 	ControllerMetricsService = AssetPrefix + "-controller-metrics"
 	ControllerMetricsSecret  = AssetPrefix + "-controller-metrics-serving-cert"
 	TrustedCABundleConfigMap = AssetPrefix + "-trusted-ca-bundle"
-	// ControllerServiceMonitor is created in standalone mode when its CRD exists.
+	// ControllerServiceMonitor, OperatorServiceMonitor and AlertsRule are created next to the
+	// controller when the monitoring stack serves their kinds.
 	ControllerServiceMonitor = AssetPrefix + "-controller-monitor"
+	OperatorServiceMonitor   = OperatorName + "-monitor"
+	AlertsRule               = AssetPrefix + "-alerts"
+	// OperatorMetricsService is the operator's own metrics Service (its install manifests).
+	OperatorMetricsService = OperatorName + "-metrics"
 	// KubeRBACProxyRole is the ClusterRole of the controller's kube-rbac-proxies (standalone).
 	KubeRBACProxyRole = "openstack-cinder-kube-rbac-proxy-role"
 
@@ -104,7 +109,8 @@ const (
 	APIServerName = "cluster"
 	// VolumeSnapshotClassCRD is the CRD whose presence enables the VolumeSnapshotClass.
 	VolumeSnapshotClassCRD = "volumesnapshotclasses.snapshot.storage.k8s.io"
-	// ServiceMonitorCRD is the CRD whose presence enables the ServiceMonitor (standalone).
+	// ServiceMonitorCRD is the CRD whose presence enables the ServiceMonitors (standalone; on
+	// HyperShift the management cluster's discovery says whether the kinds are served).
 	ServiceMonitorCRD = "servicemonitors.monitoring.coreos.com"
 )
 
