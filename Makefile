@@ -38,6 +38,9 @@ BASE_IMAGE ?=
 MODE ?= hypershift
 # run-local's nodes: auto (real where the host allows them), true or false (kwok).
 REAL_NODES ?= auto
+# run-local's monitoring: true builds Prometheus and runs it on real nodes; any other value runs it
+# only when it is already built.
+MONITORING ?= false
 # run-local's OpenStack: fake (the harness's model, up at once) or real (Keystone, Placement, Nova
 # and Cinder from Debian's packages: their install and start add minutes; needs real nodes).
 OPENSTACK ?= fake
@@ -132,9 +135,10 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: run-local
-run-local: ## Start local clusters (real nodes where the host allows), a fake OpenStack (OPENSTACK=real: a real one) and the operator (MODE=hypershift|standalone); Ctrl-C stops everything.
-	@$(PREREQS) $(if $(RUN_LOCAL_REAL),$(REAL_NODE_STEPS),$(SIMULATED_STEPS)) $(if $(filter real,$(OPENSTACK)),openstack)
-	@$(BIN)/harness/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(if $(RUN_LOCAL_REAL),true,false) --openstack=$(OPENSTACK)
+run-local: ## Start local clusters (real nodes where the host allows), a fake OpenStack (OPENSTACK=real: a real one) and the operator (MODE=hypershift|standalone), and Prometheus once built (MONITORING=true builds it); Ctrl-C stops everything.
+	@$(PREREQS) $(if $(RUN_LOCAL_REAL),$(REAL_NODE_STEPS),$(SIMULATED_STEPS)) $(if $(filter real,$(OPENSTACK)),openstack) $(if $(filter true,$(MONITORING)),prometheus)
+	@$(BIN)/harness/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(if $(RUN_LOCAL_REAL),true,false) --openstack=$(OPENSTACK) \
+	  $(if $(or $(filter true,$(MONITORING)),$(wildcard $(PROMETHEUS_BIN_DIR)/prometheus)),--prometheus=$(PROMETHEUS_BIN_DIR)/prometheus)
 
 .PHONY: test
 test: ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
@@ -187,7 +191,8 @@ ifeq ($(REAL_NODES_POSSIBLE),yes)
 	e2e/hack/host-packages.sh busybox-static bind9-dnsutils
 	$(E2E_TEST) -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -parallel=$(STORAGE_PARALLEL) -v -run '^TestStorage' ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN) \
 	  -upstream-suite=$(KUBE_E2E_BIN_DIR) -upstream-kubectl=$(KUBE_BIN_DIR)/kubectl -upstream-out=$(EXTERNAL_STORAGE_OUT)/storage \
-	  -upstream-focus='$(EXTERNAL_STORAGE_CI_FOCUS)' -upstream-skip='$(SKIP)' -upstream-realcloud-skip='$(EXTERNAL_STORAGE_REALCLOUD_SKIP)'
+	  -upstream-focus='$(EXTERNAL_STORAGE_CI_FOCUS)' -upstream-skip='$(SKIP)' -upstream-realcloud-skip='$(EXTERNAL_STORAGE_REALCLOUD_SKIP)' \
+	  -prometheus=$(PROMETHEUS_BIN_DIR)/prometheus
 else
 	$(call skip-real-nodes,test-storage)
 endif

@@ -56,7 +56,7 @@ func (e *Env) DeployFromClusterStorageOperator(ctx context.Context, binary strin
 	if err != nil {
 		return nil, err
 	}
-	cert, key, err := servingCert(names.OperatorName + "-metrics." + e.Namespace + ".svc")
+	cert, key, err := e.servingCert(names.OperatorMetricsService + "." + e.Namespace + ".svc")
 	if err != nil {
 		return nil, err
 	}

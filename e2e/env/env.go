@@ -20,6 +20,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/pki"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realcloud"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -98,6 +99,18 @@ type Env struct {
 	Dir     string
 	ownDir  bool
 	options Options
+	// serviceCA signs the serving certificates of the metrics Services, as OpenShift's
+	// service-ca does (real nodes only).
+	serviceCA *pki.CA
+}
+
+// ServiceCA is the CA of the metrics Services' serving certificates (PEM), what OpenShift's
+// monitoring trusts for them; nil without real nodes.
+func (e *Env) ServiceCA() []byte {
+	if e.serviceCA == nil {
+		return nil
+	}
+	return e.serviceCA.PEM
 }
 
 // Start starts an environment: clusters and fake OpenStack concurrently, then the seed objects.

@@ -251,20 +251,31 @@ func (e *Env) wireFakeCloud() error {
 }
 
 // seedRealNodes creates what the platform runs beside the operator on a real cluster: the
-// metrics serving certificate that OpenShift's service-ca would issue for the controller's
-// metrics Service (kube-rbac-proxy will not start without it) and the snapshot controller.
+// metrics serving certificates that OpenShift's service-ca would issue for the controller's
+// metrics Service (kube-rbac-proxy will not start without it) and the operator's, and the
+// snapshot controller.
 func (e *Env) seedRealNodes(ctx context.Context) error {
 	r := e.Real
-	cert, key, err := servingCert(names.ControllerMetricsService + "." + e.Namespace + ".svc")
+	ca, err := pki.NewCA("service-ca")
 	if err != nil {
 		return err
 	}
-	if err := createAll(ctx, e.MgmtClient, []client.Object{&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: names.ControllerMetricsSecret},
-		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key},
-	}}); err != nil {
-		return err
+	e.serviceCA = ca
+	for secret, service := range map[string]string{
+		names.ControllerMetricsSecret: names.ControllerMetricsService,
+		csoServingSecret:              names.OperatorMetricsService,
+	} {
+		cert, key, err := e.servingCert(service + "." + e.Namespace + ".svc")
+		if err != nil {
+			return err
+		}
+		if err := createAll(ctx, e.MgmtClient, []client.Object{&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: secret},
+			Type:       corev1.SecretTypeTLS,
+			Data:       map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key},
+		}}); err != nil {
+			return err
+		}
 	}
 	objs := snapshotControllerObjects(r.Images[imagetars.SnapshotController].Ref)
 	return createAll(ctx, e.GuestClient, objs)
@@ -362,11 +373,11 @@ func mergeLabels(maps ...map[string]string) map[string]string {
 }
 
 // servingCert returns a serving certificate (followed by the CA that signed it) and key for
-// host, from a CA of its own, as service-ca issues them for a Service's serving-cert Secret.
-func servingCert(host string) (chainPEM, keyPEM []byte, err error) {
-	ca, err := pki.NewCA("service-ca")
-	if err != nil {
-		return nil, nil, err
+// host, from the environment's service CA, as service-ca issues them for a Service's
+// serving-cert Secret.
+func (e *Env) servingCert(host string) (chainPEM, keyPEM []byte, err error) {
+	if e.serviceCA == nil {
+		return nil, nil, errors.New("no service CA: the environment runs no real nodes")
 	}
-	return ca.ServingPEM(host, host)
+	return e.serviceCA.ServingPEM(host, host)
 }

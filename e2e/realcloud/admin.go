@@ -25,18 +25,22 @@ const (
 	// ServiceCinderBackup is Cinder's backup service: os-services calls it down once its last
 	// heartbeat is older than service_down_time (cinderHeartbeat: 15 to 25 s after it stopped).
 	ServiceCinderBackup = "cinder-backup"
+	// ServiceNovaAPI is Nova's API and its metadata API: while it is stopped the public compute
+	// endpoint answers 502, so no volume is attached or detached and no zone listed.
+	ServiceNovaAPI = "nova-api"
 )
 
 // restartGrace is how long StopService gives a service to end after SIGTERM, as Stop does.
 const restartGrace = 10 * time.Second
 
-// StopService stops the service name (ServiceKeystone, ServiceCinderAPI, ServiceCinderBackup)
+// StopService stops the service name (ServiceKeystone, ServiceCinderAPI, ServiceCinderBackup,
+// ServiceNovaAPI)
 // gracefully, as Stop does, and returns once its processes have ended; stopping a stopped
 // service does nothing. StartService starts it again; Stop ends the cloud either way.
 func (c *Cloud) StopService(name string) error {
 	if c.serving(name) == nil {
-		return fmt.Errorf("stopping %q: not a service StopService handles (%s, %s, %s)", name,
-			ServiceKeystone, ServiceCinderAPI, ServiceCinderBackup)
+		return fmt.Errorf("stopping %q: not a service StopService handles (%s, %s, %s, %s)", name,
+			ServiceKeystone, ServiceCinderAPI, ServiceCinderBackup, ServiceNovaAPI)
 	}
 	c.svcMu.Lock()
 	defer c.svcMu.Unlock()
@@ -60,8 +64,8 @@ func (c *Cloud) StopService(name string) error {
 func (c *Cloud) StartService(ctx context.Context, name string) error {
 	serving := c.serving(name)
 	if serving == nil {
-		return fmt.Errorf("starting %q: not a service StartService handles (%s, %s, %s)", name,
-			ServiceKeystone, ServiceCinderAPI, ServiceCinderBackup)
+		return fmt.Errorf("starting %q: not a service StartService handles (%s, %s, %s, %s)", name,
+			ServiceKeystone, ServiceCinderAPI, ServiceCinderBackup, ServiceNovaAPI)
 	}
 	c.svcMu.Lock()
 	defer c.svcMu.Unlock()
@@ -135,6 +139,13 @@ func (c *Cloud) serving(name string) func(ctx context.Context, p *procs.Process,
 		}
 	case ServiceCinderBackup:
 		return c.waitBackupUp
+	case ServiceNovaAPI:
+		return func(ctx context.Context, p *procs.Process, _ time.Time) error {
+			if err := c.waitHTTP(ctx, name, c.internalURL(c.ports.nova)+"/", p); err != nil {
+				return err
+			}
+			return c.waitHTTP(ctx, "nova-api's metadata API", c.internalURL(c.ports.metadata)+"/", p)
+		}
 	}
 	return nil
 }

@@ -82,6 +82,11 @@ func realCloudScenarios(t *testing.T, w *world) {
 	t.Run("When cinder-api stops, TopologyDegraded should say so within seconds and clear within seconds of its return", func(t *testing.T) {
 		realCinderOutage(t, w)
 	})
+	t.Run("When nova-api stops with Prometheus watching, a volume stuck attaching should be explained with Cinder's view and alerted on, the outage should raise TopologyDegraded and its alert, and everything should clear once nova-api is back", func(t *testing.T) {
+		// The unreachable alert's five minutes are waited out in one mode; in the other it is
+		// seen pending (its rule's timing is promtool's to test, e2e/monitoring).
+		realNovaOutageAlerts(t, w, w.Env.Mode == env.ModeHyperShift)
+	})
 	t.Run("When the credentials rotate with a volume in use from the member's password to an application credential and the password is then changed, only the controller should roll, the volume should stay usable, nothing should fail and no credential should reach the guest", func(t *testing.T) {
 		realRotation(t, w)
 	})

@@ -62,6 +62,7 @@ func run(ctx context.Context) error {
 	realNodes := flag.String("real-nodes", "auto", "auto (real nodes where this host allows them, kwok nodes otherwise), true or false")
 	binDir := flag.String("bin", "bin", "directory of the kubelet and the operand images (make operand-images), for real nodes")
 	cloud := flag.String("openstack", "fake", "fake (the harness's model of OpenStack, up at once) or real (Keystone, Placement, Nova and Cinder from Debian's packages, a few minutes to start; needs real nodes)")
+	prometheus := flag.String("prometheus", "", "a prometheus binary: on real nodes, run it on the management node, configured from the operator's ServiceMonitors and PrometheusRule, and print where to reach it")
 	split := flag.Bool("split", false, "in hypershift mode, run the controlplane and guest managers as two processes on this host (a split deployment) instead of the operator pod of the install manifests")
 	flag.Parse()
 
@@ -178,6 +179,13 @@ func run(ctx context.Context) error {
 	fmt.Printf("\nCinder CSI driver available %s after the operator's start (%s after run-local started).\n\n",
 		time.Since(opStart).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 	printConditions(d)
+	if *prometheus != "" && e.Real != nil && !*split {
+		stopPrometheus, err := startPrometheus(ctx, e, *prometheus)
+		if err != nil {
+			return err
+		}
+		defer stopPrometheus()
+	}
 	if e.Real != nil {
 		printExample(e)
 	}

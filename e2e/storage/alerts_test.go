@@ -1,0 +1,222 @@
+//go:build e2e
+
+package storage
+
+import (
+	"context"
+	"flag"
+	"maps"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	operatorv1 "github.com/openshift/api/operator/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/monitoring"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realcloud"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+)
+
+var prometheusBinary = flag.String("prometheus", "../../bin/prometheus-v0.316.0/prometheus", "the Prometheus of the test world's monitoring (make builds it)")
+
+// monitoringInterval is the test world's scrape and rule evaluation interval, shorter than the
+// ServiceMonitors' 30 s so that a scenario waits on the rules' own durations, not on scrapes.
+const monitoringInterval = 5 * time.Second
+
+// The alerts the scenario expects, from manifests/operands/prometheusrule.yaml.
+const (
+	alertStuck       = "OpenStackCinderVolumeAttachmentStuck"
+	alertUnreachable = "OpenStackCinderOpenStackUnreachable"
+	// unreachableFor is that alert's for.
+	unreachableFor = 5 * time.Minute
+)
+
+// startPrometheus starts the world's Prometheus once the operator has created its ServiceMonitors
+// and PrometheusRule, and waits until every target is scraped and the rules load.
+func (w *world) startPrometheus(t *testing.T) *monitoring.Prometheus {
+	t.Helper()
+	ctx := context.Background()
+	g := NewWithT(t)
+	g.Eventually(func(g Gomega) {
+		rule := &unstructured.Unstructured{}
+		rule.SetAPIVersion("monitoring.coreos.com/v1")
+		rule.SetKind("PrometheusRule")
+		g.Expect(w.Mgmt.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: names.AlertsRule}, rule)).To(Succeed())
+	}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed(), "the operator creates its PrometheusRule next to the controller")
+	bin, err := filepath.Abs(*prometheusBinary)
+	g.Expect(err).NotTo(HaveOccurred())
+	up := took(t, "Prometheus started, every target up")
+	p, err := w.Env.StartPrometheus(ctx, bin, monitoringInterval)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("Prometheus log:\n%s", procs.LogTail(p.LogPath(), 40))
+		}
+		p.Stop()
+	})
+	g.Eventually(func(g Gomega) {
+		targets, err := p.Targets(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		byService := map[string]int{}
+		for _, tg := range targets {
+			g.Expect(tg.Health).To(Equal("up"), "%s: %s", tg.ScrapeURL, tg.LastError)
+			byService[tg.Labels["service"]]++
+		}
+		g.Expect(byService).To(HaveKeyWithValue(names.OperatorMetricsService, BeNumerically(">=", 1)), "the operator's /metrics")
+		g.Expect(byService).To(HaveKeyWithValue(names.ControllerMetricsService, BeNumerically(">=", 5)), "the controller's five kube-rbac-proxies")
+	}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	up()
+	groups, err := p.RuleGroups(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(groups).To(HaveKeyWithValue("openstack-cinder-csi-driver", ContainElements(alertStuck, alertUnreachable)))
+	g.Eventually(func(g Gomega) {
+		s, err := p.Query(ctx, `cinder_csi_operator_condition{condition="`+names.ConditionControllerAvailable+`"}`)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(s).NotTo(BeEmpty())
+		g.Expect(s[0].Labels).To(HaveKeyWithValue("namespace", w.Namespace))
+		g.Expect(s[0].Value).To(Equal(1.0))
+	}).WithTimeout(time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	return p
+}
+
+// alert returns the alert name of the world's namespace Prometheus holds, and whether it holds it.
+func (w *world) alert(g Gomega, p *monitoring.Prometheus, name string) (monitoring.Alert, bool) {
+	alerts, err := p.Alerts(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, a := range alerts {
+		if a.Labels["alertname"] == name && a.Labels["namespace"] == w.Namespace {
+			return a, true
+		}
+	}
+	return monitoring.Alert{}, false
+}
+
+// realNovaOutageAlerts stops Nova's API with a real Prometheus watching the world as OpenShift's
+// monitoring watches it. A pod's volume then stays attaching: VolumeAttachmentWarning says so
+// with what Cinder says of the volume, and the stuck-attachment alert fires. The operator's zone
+// listings fail too: TopologyDegraded rises and the unreachable alert becomes pending; with
+// waitUnreachable it is waited for until it fires (its five minutes). Once nova-api is back the
+// attacher's next try attaches the volume (its backoff grows to 5 minutes), the pod runs, both
+// conditions clear and both alerts resolve.
+func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	prom := w.startPrometheus(t)
+	w.mergeUserConfig(t, map[string]string{names.KeyAttachmentWarningAfter: "10s"})
+
+	stopped := time.Now()
+	g.Expect(w.Cloud.StopService(realcloud.ServiceNovaAPI)).To(Succeed())
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = w.Cloud.StartService(ctx, realcloud.ServiceNovaAPI)
+		}
+	})
+	ns := w.realNamespace(t, "nova-outage")
+	g.Expect(w.Guest.Create(ctx, claim(ns, "data", "", "1Gi"))).To(Succeed())
+	g.Expect(w.Guest.Create(ctx, w.pod(ns, "user", "data", "echo ok > /data/file; sleep 3600", corev1.RestartPolicyNever))).To(Succeed())
+	pv := w.waitBound(t, ns, "data")
+	volumeID := pv.Spec.CSI.VolumeHandle
+
+	var va storagev1.VolumeAttachment
+	g.Eventually(func(g Gomega) {
+		var vas storagev1.VolumeAttachmentList
+		g.Expect(w.Guest.List(ctx, &vas)).To(Succeed())
+		found := false
+		for _, a := range vas.Items {
+			if a.Spec.Source.PersistentVolumeName != nil && *a.Spec.Source.PersistentVolumeName == pv.Name {
+				va, found = a, true
+			}
+		}
+		g.Expect(found).To(BeTrue(), "a VolumeAttachment of %s", pv.Name)
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	created := va.CreationTimestamp.Time
+
+	var warned, fired time.Time
+	g.Eventually(func(g Gomega) {
+		c := w.condition(g, names.ConditionVolumeAttachmentWarning)
+		g.Expect(c.Status).To(Equal(operatorv1.ConditionTrue), "%s: %s", c.Reason, c.Message)
+		g.Expect(c.Message).To(ContainSubstring(va.Name))
+		g.Expect(c.Message).To(ContainSubstring(volumeID))
+		g.Expect(c.Message).To(ContainSubstring("Cinder has it available"), "Cinder's view of the volume: %s", c.Message)
+		if warned.IsZero() {
+			warned = time.Now()
+			t.Logf("%s: %s", names.ConditionVolumeAttachmentWarning, c.Message)
+		}
+		a, ok := w.alert(g, prom, alertStuck)
+		g.Expect(ok).To(BeTrue(), "%s is held", alertStuck)
+		g.Expect(a.State).To(Equal("firing"))
+		g.Expect(a.Labels).To(HaveKeyWithValue("phase", "attaching"))
+		fired = time.Now()
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	t.Logf("VolumeAttachment created to condition: %s; to %s firing: %s", warned.Sub(created).Round(time.Second),
+		alertStuck, fired.Sub(created).Round(time.Second))
+
+	g.Eventually(func(g Gomega) {
+		c := w.condition(g, names.ConditionTopologyDegraded)
+		g.Expect(c.Status).To(Equal(operatorv1.ConditionTrue), "%s: %s", c.Reason, c.Message)
+		a, ok := w.alert(g, prom, alertUnreachable)
+		g.Expect(ok).To(BeTrue(), "%s is held", alertUnreachable)
+		g.Expect(a.State).To(Equal("pending"))
+	}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
+	t.Logf("nova-api stopped to %s pending: %s", alertUnreachable, time.Since(stopped).Round(time.Second))
+	if waitUnreachable {
+		g.Eventually(func(g Gomega) {
+			a, ok := w.alert(g, prom, alertUnreachable)
+			g.Expect(ok).To(BeTrue(), "%s is held", alertUnreachable)
+			g.Expect(a.State).To(Equal("firing"))
+		}).WithTimeout(unreachableFor + 2*time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		t.Logf("nova-api stopped to %s firing: %s", alertUnreachable, time.Since(stopped).Round(time.Second))
+	}
+	g.Expect(w.available(ctx)).To(BeTrue(), "the driver stays Available while Nova's API is down")
+
+	back := time.Now()
+	g.Expect(w.Cloud.StartService(ctx, realcloud.ServiceNovaAPI)).To(Succeed())
+	restarted = true
+	w.startRunning(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user"}})
+	t.Logf("nova-api back to the pod running (the attacher's next try): %s", time.Since(back).Round(time.Second))
+	g.Eventually(func(g Gomega) {
+		g.Expect(w.condition(g, names.ConditionVolumeAttachmentWarning).Status).To(Equal(operatorv1.ConditionFalse))
+		g.Expect(w.condition(g, names.ConditionTopologyDegraded).Status).To(Equal(operatorv1.ConditionFalse))
+		for _, name := range []string{alertStuck, alertUnreachable} {
+			_, held := w.alert(g, prom, name)
+			g.Expect(held).To(BeFalse(), "%s resolved", name)
+		}
+	}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	t.Logf("nova-api back to both conditions cleared and both alerts resolved: %s", time.Since(back).Round(time.Second))
+	w.deletePod(t, ns, "user")
+}
+
+// mergeUserConfig sets the keys of data in cinder-csi-config, keeping the others, and puts the
+// ConfigMap back as it was when the test ends.
+func (w *world) mergeUserConfig(t testing.TB, data map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: names.OpenShiftConfigNamespace, Name: names.UserConfigMap}
+	var before map[string]string
+	existed := w.Guest.Get(ctx, key, cm) == nil
+	if existed {
+		before = maps.Clone(cm.Data)
+	}
+	merged := maps.Clone(before)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, data)
+	w.setUserConfig(t, merged)
+	t.Cleanup(func() {
+		if existed {
+			w.setUserConfig(t, before)
+			return
+		}
+		_ = w.Guest.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
+	})
+}
