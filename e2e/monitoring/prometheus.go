@@ -73,13 +73,8 @@ const DefaultListen = "127.0.0.1:19090"
 // Start writes the configuration from the ServiceMonitors and PrometheusRules of o.Namespace,
 // starts Prometheus and returns once it is ready.
 func Start(ctx context.Context, o Options) (*Prometheus, error) {
-	if o.Listen == "" {
-		o.Listen = DefaultListen
-	}
-	for _, d := range []string{o.Dir, filepath.Join(o.Dir, "data")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
 	}
 	cfg, rules, err := configFromCluster(ctx, o)
 	if err != nil {
@@ -92,13 +87,23 @@ func Start(ctx context.Context, o Options) (*Prometheus, error) {
 			return nil, err
 		}
 	}
+	return startProcess(ctx, o)
+}
+
+// startProcess starts Prometheus on the configuration in o.Dir and returns once it is ready.
+func startProcess(ctx context.Context, o Options) (*Prometheus, error) {
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if err := os.MkdirAll(filepath.Join(o.Dir, "data"), 0o755); err != nil {
+		return nil, err
+	}
 	proc, err := procs.Start(procs.Options{
 		Name: "prometheus", Path: o.Binary, Netns: o.Netns, LogDir: o.Dir,
 		Args: []string{
 			"--config.file=" + filepath.Join(o.Dir, "prometheus.yml"),
 			"--storage.tsdb.path=" + filepath.Join(o.Dir, "data"),
 			"--web.listen-address=" + o.Listen,
-			"--web.enable-lifecycle",
 		},
 	})
 	if err != nil {

@@ -24,7 +24,13 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
-var prometheusBinary = flag.String("prometheus", "../../bin/prometheus-v0.316.0/prometheus", "the Prometheus of the test world's monitoring (make builds it)")
+var (
+	prometheusBinary = flag.String("prometheus", "../../bin/prometheus-v0.316.0/prometheus", "the Prometheus of the test world's monitoring (make builds it)")
+	dashboardPNG     = flag.String("dashboard-png", "", "when set, the HyperShift world on the real cloud draws the console dashboard's panels from its Nova outage into this PNG file")
+)
+
+// dashboardFile is the console dashboard of the install manifests, relative to this package.
+const dashboardFile = "../../manifests/install/monitoring/dashboard.yaml"
 
 // monitoringInterval is the test world's scrape and rule evaluation interval, shorter than the
 // ServiceMonitors' 30 s so that a scenario waits on the rules' own durations, not on scrapes.
@@ -111,6 +117,7 @@ func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
 	prom := w.startPrometheus(t)
 	w.mergeUserConfig(t, map[string]string{names.KeyAttachmentWarningAfter: "10s"})
 
+	begun := time.Now()
 	stopped := time.Now()
 	g.Expect(w.Cloud.StopService(realcloud.ServiceNovaAPI)).To(Succeed())
 	restarted := false
@@ -192,6 +199,30 @@ func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
 	}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	t.Logf("nova-api back to both conditions cleared and both alerts resolved: %s", time.Since(back).Round(time.Second))
 	w.deletePod(t, ns, "user")
+	w.expectDashboardData(t, prom, begun, waitUnreachable)
+}
+
+// expectDashboardData checks that every query of the console dashboard returns data for the
+// world's namespace in its Prometheus, and with draw and -dashboard-png draws its panels from
+// since on.
+func (w *world) expectDashboardData(t *testing.T, p *monitoring.Prometheus, since time.Time, draw bool) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	title, panels, err := monitoring.ReadDashboard(dashboardFile, w.Namespace)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, panel := range panels {
+		for _, q := range panel.Queries {
+			s, err := p.Query(ctx, q.Expr)
+			g.Expect(err).NotTo(HaveOccurred(), "%s: %s", panel.Title, q.Expr)
+			g.Expect(s).NotTo(BeEmpty(), "the dashboard's panel %q has data: %s", panel.Title, q.Expr)
+		}
+	}
+	if draw && *dashboardPNG != "" {
+		out, err := filepath.Abs(*dashboardPNG)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(monitoring.DrawDashboard(ctx, p, title+" (nova-api stopped, then back)", panels, since.Add(-time.Minute), time.Now(), out)).To(Succeed())
+		t.Logf("Dashboard drawn into %s", out)
+	}
 }
 
 // mergeUserConfig sets the keys of data in cinder-csi-config, keeping the others, and puts the

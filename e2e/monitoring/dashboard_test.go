@@ -1,0 +1,52 @@
+package monitoring
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+const dashboardFile = "../../manifests/install/monitoring/dashboard.yaml"
+
+// TestDashboard reads the console dashboard and has a real Prometheus (with nothing to scrape)
+// evaluate each of its queries: every one must parse. That each returns data in a world with the
+// operator running is e2e/storage's to check; here, that the panels draw into a PNG.
+func TestDashboard(t *testing.T) {
+	g := NewWithT(t)
+	dir := filepath.Dir(promtool(t))
+	title, panels, err := ReadDashboard(dashboardFile, "clusters-example")
+	t.Logf("%d panels", len(panels))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(title).NotTo(BeEmpty())
+	g.Expect(panels).To(HaveLen(6))
+
+	work := t.TempDir()
+	g.Expect(os.WriteFile(filepath.Join(work, "prometheus.yml"), []byte("global: {}\n"), 0o600)).To(Succeed())
+	ctx := context.Background()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	addr := l.Addr().String()
+	g.Expect(l.Close()).To(Succeed())
+	p, err := startProcess(ctx, Options{Binary: filepath.Join(dir, "prometheus"), Dir: work, Listen: addr})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer p.Stop()
+	for _, panel := range panels {
+		g.Expect(panel.Queries).NotTo(BeEmpty(), panel.Title)
+		for _, q := range panel.Queries {
+			g.Expect(q.Expr).To(ContainSubstring(`namespace="clusters-example"`), "every query is of the chosen namespace")
+			_, err := p.Query(ctx, q.Expr)
+			g.Expect(err).NotTo(HaveOccurred(), "%s: %s", panel.Title, q.Expr)
+		}
+	}
+	end := time.Now()
+	out := filepath.Join(work, "dashboard.png")
+	g.Expect(DrawDashboard(ctx, p, title, panels, end.Add(-5*time.Minute), end, out)).To(Succeed())
+	st, err := os.Stat(out)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.Size()).To(BeNumerically(">", 1000))
+}
