@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -57,4 +59,58 @@ cinder_csi_operator_stuck_volume_attachments{phase="detaching"} 1
 		g.Expect(testutil.ToFloat64(lastListing)).To(Equal(1700000000.0))
 		g.Expect(testutil.ToFloat64(topologyEnabled)).To(Equal(1.0))
 	})
+}
+
+// BenchmarkSeriesMemory reports the heap that every series the operator's own metrics can
+// hold costs once all exist: each OpenStack call's outcomes (success and five failures, each
+// service's operations), every condition type, the attachments, zones, topology and listing.
+// It is an upper bound of what the metrics add to the operator's memory at rest, which
+// holds only the series of the calls it made.
+func BenchmarkSeriesMemory(b *testing.B) {
+	calls := map[string][]string{"identity": {"authenticate"}, "compute": {"list_availability_zones"},
+		"volume": {"list_availability_zones", "list_services", "get_volume"}}
+	outcomes := []string{OutcomeSuccess, "Timeout", "Unreachable", "AuthenticationFailed", "PermissionDenied", "ServerError"}
+	var conds []operatorv1.OperatorCondition
+	for i := range 20 {
+		conds = append(conds, operatorv1.OperatorCondition{Type: fmt.Sprintf("OpenStackCinderCondition%dDegraded", i)})
+	}
+	series := 0
+	var used uint64
+	for b.Loop() {
+		reset()
+		before := heap()
+		series = 0
+		for service, ops := range calls {
+			for _, op := range ops {
+				for _, outcome := range outcomes {
+					ObserveOpenStack(service, op, outcome, time.Second)
+					series++
+				}
+				series += 12 // the histogram's buckets, sum and count
+			}
+		}
+		SetConditions(conds)
+		SetAttachments(1, 1, 1)
+		SetListing(2, 2, time.Now())
+		SetTopology(true)
+		series += len(conds) + 3 + 2 + 2
+		used = heap() - before
+	}
+	b.ReportMetric(float64(used), "B/all-series")
+	b.ReportMetric(float64(series), "series")
+}
+
+// reset drops every series of the operator's metrics.
+func reset() {
+	for _, v := range []interface{ Reset() }{openStackRequests, openStackDuration, condition, stuckAttachments, zones} {
+		v.Reset()
+	}
+}
+
+// heap is the live heap after a collection.
+func heap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
