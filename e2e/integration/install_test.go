@@ -11,7 +11,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
@@ -71,10 +71,19 @@ func TestFreshInstall(t *testing.T) {
 		g.Expect(*sc.AllowVolumeExpansion).To(BeTrue())
 	})
 
-	t.Run("When on HyperShift, it should create no ServiceMonitor, though the management cluster serves the kind", func(t *testing.T) {
+	t.Run("When on HyperShift with the monitoring kinds served, it should create the ServiceMonitors and the alerts next to the controller, owned by the HostedControlPlane", func(t *testing.T) {
 		g := NewWithT(t)
-		err := e.MgmtClient.Get(context.Background(), client.ObjectKeyFromObject(serviceMonitor(e.Namespace)), serviceMonitor(e.Namespace))
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+		for _, kind := range []struct{ kind, name string }{
+			{"ServiceMonitor", names.ControllerServiceMonitor}, {"ServiceMonitor", names.OperatorServiceMonitor}, {"PrometheusRule", names.AlertsRule},
+		} {
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion("monitoring.coreos.com/v1")
+			u.SetKind(kind.kind)
+			g.Eventually(func() error {
+				return e.MgmtClient.Get(context.Background(), client.ObjectKey{Namespace: e.Namespace, Name: kind.name}, u)
+			}).Should(Succeed(), kind.name)
+			g.Expect(u.GetOwnerReferences()).To(ConsistOf(HaveField("Kind", "HostedControlPlane")), kind.name)
+		}
 	})
 
 	t.Run("When the install is done, each workload should have rolled out exactly once", func(t *testing.T) {
