@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +22,10 @@ import (
 // Degraded condition; a denial is asked again after its interval.
 type monitoringAccess struct {
 	controllerMonitor, operatorMonitor, rule access.Question
+	// unserved is set while, on HyperShift, the management cluster serves no ServiceMonitors:
+	// no watch says when it starts to (the operator may not read CRDs there), so discovery is
+	// asked again on the access interval.
+	unserved atomic.Bool
 }
 
 func newMonitoringAccess() *monitoringAccess {
@@ -31,9 +36,14 @@ func newMonitoringAccess() *monitoringAccess {
 	}
 }
 
-// recheck is when the soonest denial is asked again (zero when none).
+// recheck is when the soonest denial, or a kind not served on HyperShift, is asked again (zero
+// when none).
 func (a *monitoringAccess) recheck() time.Duration {
-	return access.Soonest(a.controllerMonitor.Recheck(), a.operatorMonitor.Recheck(), a.rule.Recheck())
+	var unserved time.Duration
+	if a.unserved.Load() {
+		unserved = access.DefaultInterval
+	}
+	return access.Soonest(a.controllerMonitor.Recheck(), a.operatorMonitor.Recheck(), a.rule.Recheck(), unserved)
 }
 
 // monitoring says which monitoring objects the operator applies: the ServiceMonitors when the
@@ -45,6 +55,7 @@ func (r *Reconciler) monitoring(ctx context.Context, monitorCRD bool) Monitoring
 	served := monitorCRD
 	if r.Config.HyperShift {
 		served = r.served(ctx, serviceMonitorGVK)
+		r.monitoringAccess.unserved.Store(!served)
 	}
 	if !served {
 		return Monitoring{}
