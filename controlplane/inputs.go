@@ -47,7 +47,7 @@ type Inputs struct {
 	NodeCloudConf *corev1.ConfigMap
 	Deployment    *appsv1.Deployment
 	// Monitoring is which monitoring objects the cluster of the controller serves and the
-	// operator may write (monitoring.go).
+	// operator may write (monitors.go).
 	Monitoring Monitoring
 }
 
