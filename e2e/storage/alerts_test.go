@@ -42,6 +42,9 @@ const (
 	alertUnreachable = "OpenStackCinderOpenStackUnreachable"
 	// unreachableFor is that alert's for.
 	unreachableFor = 5 * time.Minute
+	// attacherBackoffMax is csi-attacher's longest wait between two tries of an attach
+	// (--retry-interval-max, whose default the controller keeps).
+	attacherBackoffMax = 5 * time.Minute
 )
 
 // startPrometheus starts the world's Prometheus once the operator has created its ServiceMonitors
@@ -187,7 +190,8 @@ func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
 	back := time.Now()
 	g.Expect(w.Cloud.StartService(ctx, realcloud.ServiceNovaAPI)).To(Succeed())
 	restarted = true
-	w.startRunning(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user"}})
+	// The attacher tries again after a backoff that doubles up to five minutes.
+	w.waitRunning(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user"}}, attacherBackoffMax+time.Minute)
 	t.Logf("nova-api back to the pod running (the attacher's next try): %s", time.Since(back).Round(time.Second))
 	g.Eventually(func(g Gomega) {
 		g.Expect(w.condition(g, names.ConditionVolumeAttachmentWarning).Status).To(Equal(operatorv1.ConditionFalse))

@@ -144,15 +144,22 @@ func (w *world) waitTerminated(t testing.TB, p *corev1.Pod) string {
 func (w *world) startRunning(t testing.TB, p *corev1.Pod) {
 	t.Helper()
 	defer took(t, "pod "+p.Name+" running")()
+	g := NewWithT(t)
+	g.Expect(w.Guest.Create(context.Background(), p)).To(Succeed())
+	w.waitRunning(t, p, podTimeout)
+}
+
+// waitRunning waits up to timeout until pod p is Running and Ready.
+func (w *world) waitRunning(t testing.TB, p *corev1.Pod, timeout time.Duration) {
+	t.Helper()
 	ctx := context.Background()
 	g := NewWithT(t)
-	g.Expect(w.Guest.Create(ctx, p)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		got := &corev1.Pod{}
 		g.Expect(w.Guest.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
 		g.Expect(got.Status.Phase).To(Equal(corev1.PodRunning), "pod %s: %s", p.Name, podSummary(got))
 		g.Expect(ready(got)).To(BeTrue(), "pod %s: %s", p.Name, podSummary(got))
-	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 }
 
 // deletePod deletes a pod and waits until it is gone, which includes the kubelet unmounting its
