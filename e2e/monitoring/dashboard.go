@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/color"
+	"math"
 	"net/url"
 	"os"
 	"sort"
@@ -126,6 +127,28 @@ func legend(format string, labels map[string]string) string {
 	return out
 }
 
+// segments returns the points of s as minutes since start, split where a value is not a number
+// (a quantile of no observations, say): the line has a gap there, as Grafana draws it.
+func segments(s Series, start time.Time) []plotter.XYs {
+	var out []plotter.XYs
+	var cur plotter.XYs
+	for j, at := range s.Times {
+		v := s.Values[j]
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			if len(cur) > 0 {
+				out = append(out, cur)
+			}
+			cur = nil
+			continue
+		}
+		cur = append(cur, plotter.XY{X: at.Sub(start).Minutes(), Y: v})
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
 // panelColors are the lines' colours, one per series of a panel.
 var panelColors = []color.Color{
 	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
@@ -160,18 +183,18 @@ func DrawDashboard(ctx context.Context, p *Prometheus, title string, panels []Pa
 			}
 			sort.Slice(series, func(a, b int) bool { return legend(q.Legend, series[a].Labels) < legend(q.Legend, series[b].Labels) })
 			for _, s := range series {
-				xys := make(plotter.XYs, 0, len(s.Times))
-				for j, at := range s.Times {
-					xys = append(xys, plotter.XY{X: at.Sub(start).Minutes(), Y: s.Values[j]})
+				for k, seg := range segments(s, start) {
+					line, err := plotter.NewLine(seg)
+					if err != nil {
+						return err
+					}
+					line.Color = panelColors[n%len(panelColors)]
+					line.Width = vg.Points(1.5)
+					pl.Add(line)
+					if k == 0 {
+						pl.Legend.Add(legend(q.Legend, s.Labels), line)
+					}
 				}
-				line, err := plotter.NewLine(xys)
-				if err != nil {
-					return err
-				}
-				line.Color = panelColors[n%len(panelColors)]
-				line.Width = vg.Points(1.5)
-				pl.Add(line)
-				pl.Legend.Add(legend(q.Legend, s.Labels), line)
 				n++
 			}
 		}

@@ -2,6 +2,7 @@ package monitoring
 
 import (
 	"context"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -49,4 +50,20 @@ func TestDashboard(t *testing.T) {
 	st, err := os.Stat(out)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(st.Size()).To(BeNumerically(">", 1000))
+}
+
+func TestSegments(t *testing.T) {
+	g := NewWithT(t)
+	start := time.Unix(1000, 0)
+	at := func(s int) time.Time { return start.Add(time.Duration(s) * time.Minute) }
+	segs := segments(Series{
+		Times:  []time.Time{at(0), at(1), at(2), at(3), at(4), at(5)},
+		Values: []float64{math.NaN(), 1, 2, math.NaN(), math.Inf(1), 3},
+	}, start)
+	g.Expect(segs).To(HaveLen(2), "a gap where there is no number")
+	g.Expect(segs[0]).To(HaveLen(2))
+	g.Expect(segs[0][0].X).To(Equal(1.0))
+	g.Expect(segs[1]).To(HaveLen(1))
+	g.Expect(segs[1][0].Y).To(Equal(3.0))
+	g.Expect(segments(Series{Times: []time.Time{at(0)}, Values: []float64{math.NaN()}}, start)).To(BeEmpty())
 }
