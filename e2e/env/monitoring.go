@@ -35,7 +35,7 @@ const MonitoringServiceAccount = "prometheus-k8s"
 // it.
 func (e *Env) StartPrometheus(ctx context.Context, prometheus string, interval time.Duration) (*monitoring.Prometheus, error) {
 	if e.Real == nil {
-		return nil, errors.New("Prometheus runs on the management node: real nodes only")
+		return nil, errors.New("prometheus runs on the management node: real nodes only")
 	}
 	cs, err := kubernetes.NewForConfig(e.MgmtConfig())
 	if err != nil {

@@ -116,12 +116,12 @@ func startProcess(ctx context.Context, o Options) (*Prometheus, error) {
 	wait := procs.Wait{What: "Prometheus ready", Interval: 200 * time.Millisecond, Log: proc.LogPath(),
 		Alive: func() error { return procs.FirstExit(proc) }}
 	if err := procs.Poll(ctx, wait, func() (bool, error) {
+		// Not answering yet is not ready yet.
 		res, err := p.get(ctx, "/-/ready")
-		if err != nil {
-			return false, nil
+		if err == nil {
+			_ = res.Body.Close()
 		}
-		_ = res.Body.Close()
-		return res.StatusCode == http.StatusOK, nil
+		return err == nil && res.StatusCode == http.StatusOK, nil
 	}); err != nil {
 		p.Stop()
 		return nil, err

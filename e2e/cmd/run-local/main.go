@@ -179,13 +179,11 @@ func run(ctx context.Context) error {
 	fmt.Printf("\nCinder CSI driver available %s after the operator's start (%s after run-local started).\n\n",
 		time.Since(opStart).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 	printConditions(d)
-	if *prometheus != "" && e.Real != nil && !*split {
-		stopPrometheus, err := startPrometheus(ctx, e, *prometheus)
-		if err != nil {
-			return err
-		}
-		defer stopPrometheus()
+	stopPrometheus, err := startPrometheus(ctx, e, *prometheus, *split)
+	if err != nil {
+		return err
 	}
+	defer stopPrometheus()
 	if e.Real != nil {
 		printExample(e)
 	}

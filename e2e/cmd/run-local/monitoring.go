@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,11 +22,12 @@ import (
 const localPrometheus = "127.0.0.1:19090"
 
 // startPrometheus starts Prometheus (binary) on the management node once the operator has
-// created its PrometheusRule, relays it to localPrometheus and prints where to look. The
-// returned function stops both.
-func startPrometheus(ctx context.Context, e *env.Env, binary string) (stop func(), err error) {
-	if e.Real == nil {
-		return nil, errors.New("Prometheus runs on the management node: real nodes only")
+// created its PrometheusRule, relays it to localPrometheus and prints where to look; the returned
+// function stops both. Without a binary, real nodes or the operator's pod (split), it starts
+// nothing.
+func startPrometheus(ctx context.Context, e *env.Env, binary string, split bool) (stop func(), err error) {
+	if binary == "" || e.Real == nil || split {
+		return func() {}, nil
 	}
 	deadline, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
