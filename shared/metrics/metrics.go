@@ -24,13 +24,13 @@ var (
 	openStackRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: Prefix + "openstack_requests_total",
 		Help: "OpenStack calls the operator made (authentication, zone and service listings, volume reads), " +
-			"by service (identity, compute, volume), operation and outcome (success, or why it failed).",
-	}, []string{"service", "operation", "outcome"})
+			"by OpenStack service (identity, compute, volume), operation and outcome (success, or why it failed).",
+	}, []string{"openstack_service", "operation", "outcome"})
 	openStackDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    Prefix + "openstack_request_duration_seconds",
 		Help:    "Time the operator's OpenStack calls took, failed ones included, by service and operation.",
 		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-	}, []string{"service", "operation"})
+	}, []string{"openstack_service", "operation"})
 	condition = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: Prefix + "condition",
 		Help: "1 while the ClusterCSIDriver condition the operator writes is True, 0 otherwise, by condition type.",
@@ -45,8 +45,8 @@ var (
 	})
 	zones = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: Prefix + "availability_zones",
-		Help: "Available availability zones of the last successful listing, by service (compute, volume).",
-	}, []string{"service"})
+		Help: "Available availability zones of the last successful listing, by OpenStack service (compute, volume).",
+	}, []string{"openstack_service"})
 	topologyEnabled = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: Prefix + "topology_enabled",
 		Help: "1 while the driver runs with topology (--with-topology=true), 0 otherwise.",

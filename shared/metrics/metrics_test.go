@@ -11,6 +11,7 @@ import (
 	operatorv1 "github.com/openshift/api/operator/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 func TestNames(t *testing.T) {
@@ -113,4 +114,29 @@ func heap() uint64 {
 	runtime.GC()
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// TestLabelsNotSetByScrapes checks that no label of the operator's metrics is one that
+// prometheus-operator's scrape configuration sets on every target: Prometheus would rename the
+// metric's own to exported_<name>, and queries by it would group by the target's instead.
+func TestLabelsNotSetByScrapes(t *testing.T) {
+	g := NewWithT(t)
+	ObserveOpenStack("volume", "get_volume", OutcomeSuccess, time.Millisecond)
+	SetConditions([]operatorv1.OperatorCondition{{Type: "OpenStackCinderControllerAvailable"}})
+	SetListing(1, 1, time.Now())
+	families, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	seen := 0
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), Prefix) {
+			continue
+		}
+		seen++
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				g.Expect(l.GetName()).NotTo(BeElementOf("namespace", "service", "pod", "job", "instance", "endpoint", "container"), f.GetName())
+			}
+		}
+	}
+	g.Expect(seen).To(BeNumerically(">=", 5))
 }
