@@ -110,10 +110,12 @@ func (w *world) alert(g Gomega, p *monitoring.Prometheus, name string) (monitori
 // realNovaOutageAlerts stops Nova's API with a real Prometheus watching the world as OpenShift's
 // monitoring watches it. A pod's volume then stays attaching: VolumeAttachmentWarning says so
 // with what Cinder says of the volume, and the stuck-attachment alert fires. The operator's zone
-// listings fail too: TopologyDegraded rises and the unreachable alert becomes pending; with
-// waitUnreachable it is waited for until it fires (its five minutes). Once nova-api is back the
-// attacher's next try attaches the volume (its backoff grows to 5 minutes), the pod runs, both
-// conditions clear and both alerts resolve.
+// listings fail too: TopologyDegraded rises and the unreachable alert becomes pending. Once
+// nova-api is back the attacher's next try attaches the volume, the pod runs, both conditions
+// clear and both alerts resolve. With waitUnreachable, cinder-api is then stopped for as long as
+// the unreachable alert takes to fire (its five minutes), with no volume operation in flight, and
+// started again: the alert resolves. (An outage that long with an attachment in flight would have
+// the pod wait out the attacher's backoff, up to five more minutes, after the cloud is back.)
 func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
 	ctx := context.Background()
 	g := NewWithT(t)
@@ -177,14 +179,6 @@ func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
 		g.Expect(a.State).To(Equal("pending"))
 	}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
 	t.Logf("nova-api stopped to %s pending: %s", alertUnreachable, time.Since(stopped).Round(time.Second))
-	if waitUnreachable {
-		g.Eventually(func(g Gomega) {
-			a, ok := w.alert(g, prom, alertUnreachable)
-			g.Expect(ok).To(BeTrue(), "%s is held", alertUnreachable)
-			g.Expect(a.State).To(Equal("firing"))
-		}).WithTimeout(unreachableFor + 2*time.Minute).WithPolling(2 * time.Second).Should(Succeed())
-		t.Logf("nova-api stopped to %s firing: %s", alertUnreachable, time.Since(stopped).Round(time.Second))
-	}
 	g.Expect(w.available(ctx)).To(BeTrue(), "the driver stays Available while Nova's API is down")
 
 	back := time.Now()
@@ -203,7 +197,40 @@ func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
 	}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	t.Logf("nova-api back to both conditions cleared and both alerts resolved: %s", time.Since(back).Round(time.Second))
 	w.deletePod(t, ns, "user")
+	if waitUnreachable {
+		w.unreachableFires(t, prom)
+	}
 	w.expectDashboardData(t, prom, begun, waitUnreachable)
+}
+
+// unreachableFires stops cinder-api until the unreachable alert fires, then starts it again and
+// waits for the alert to resolve.
+func (w *world) unreachableFires(t *testing.T, prom *monitoring.Prometheus) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	stopped := time.Now()
+	g.Expect(w.Cloud.StopService(realcloud.ServiceCinderAPI)).To(Succeed())
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = w.Cloud.StartService(ctx, realcloud.ServiceCinderAPI)
+		}
+	})
+	g.Eventually(func(g Gomega) {
+		a, ok := w.alert(g, prom, alertUnreachable)
+		g.Expect(ok).To(BeTrue(), "%s is held", alertUnreachable)
+		g.Expect(a.State).To(Equal("firing"))
+	}).WithTimeout(unreachableFor + 2*time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	t.Logf("cinder-api stopped to %s firing: %s", alertUnreachable, time.Since(stopped).Round(time.Second))
+	back := time.Now()
+	g.Expect(w.Cloud.StartService(ctx, realcloud.ServiceCinderAPI)).To(Succeed())
+	restarted = true
+	g.Eventually(func(g Gomega) {
+		g.Expect(w.condition(g, names.ConditionTopologyDegraded).Status).To(Equal(operatorv1.ConditionFalse))
+		_, held := w.alert(g, prom, alertUnreachable)
+		g.Expect(held).To(BeFalse(), "%s resolved", alertUnreachable)
+	}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	t.Logf("cinder-api back to TopologyDegraded cleared and %s resolved: %s", alertUnreachable, time.Since(back).Round(time.Second))
 }
 
 // expectDashboardData checks that every query of the console dashboard returns data for the
