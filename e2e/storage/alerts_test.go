@@ -198,6 +198,10 @@ func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
 	t.Logf("nova-api back to both conditions cleared and both alerts resolved: %s", time.Since(back).Round(time.Second))
 	w.deletePod(t, ns, "user")
 	if waitUnreachable {
+		// Nothing in flight: the volume detached and deleted before Cinder's API goes, or its
+		// detach and delete would wait out the sidecars' backoff after it is back.
+		g.Expect(w.Guest.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"}})).To(Succeed())
+		w.expectCinderClean(t)
 		w.unreachableFires(t, prom)
 	}
 	w.expectDashboardData(t, prom, begun, waitUnreachable)
