@@ -124,13 +124,7 @@ func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
 
 	begun := time.Now()
 	stopped := time.Now()
-	g.Expect(w.Cloud.StopService(realcloud.ServiceNovaAPI)).To(Succeed())
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = w.Cloud.StartService(ctx, realcloud.ServiceNovaAPI)
-		}
-	})
+	startNova := w.stopService(t, realcloud.ServiceNovaAPI)
 	ns := w.realNamespace(t, "nova-outage")
 	g.Expect(w.Guest.Create(ctx, claim(ns, "data", "", "1Gi"))).To(Succeed())
 	g.Expect(w.Guest.Create(ctx, w.pod(ns, "user", "data", "echo ok > /data/file; sleep 3600", corev1.RestartPolicyNever))).To(Succeed())
@@ -182,8 +176,7 @@ func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
 	g.Expect(w.available(ctx)).To(BeTrue(), "the driver stays Available while Nova's API is down")
 
 	back := time.Now()
-	g.Expect(w.Cloud.StartService(ctx, realcloud.ServiceNovaAPI)).To(Succeed())
-	restarted = true
+	startNova()
 	// The attacher tries again after a backoff that doubles up to five minutes.
 	w.waitRunning(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user"}}, attacherBackoffMax+time.Minute)
 	t.Logf("nova-api back to the pod running (the attacher's next try): %s", time.Since(back).Round(time.Second))
@@ -210,16 +203,9 @@ func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
 // unreachableFires stops cinder-api until the unreachable alert fires, then starts it again and
 // waits for the alert to resolve.
 func (w *world) unreachableFires(t *testing.T, prom *monitoring.Prometheus) {
-	ctx := context.Background()
 	g := NewWithT(t)
 	stopped := time.Now()
-	g.Expect(w.Cloud.StopService(realcloud.ServiceCinderAPI)).To(Succeed())
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = w.Cloud.StartService(ctx, realcloud.ServiceCinderAPI)
-		}
-	})
+	startCinder := w.stopService(t, realcloud.ServiceCinderAPI)
 	g.Eventually(func(g Gomega) {
 		a, ok := w.alert(g, prom, alertUnreachable)
 		g.Expect(ok).To(BeTrue(), "%s is held", alertUnreachable)
@@ -227,8 +213,7 @@ func (w *world) unreachableFires(t *testing.T, prom *monitoring.Prometheus) {
 	}).WithTimeout(unreachableFor + 2*time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	t.Logf("cinder-api stopped to %s firing: %s", alertUnreachable, time.Since(stopped).Round(time.Second))
 	back := time.Now()
-	g.Expect(w.Cloud.StartService(ctx, realcloud.ServiceCinderAPI)).To(Succeed())
-	restarted = true
+	startCinder()
 	g.Eventually(func(g Gomega) {
 		g.Expect(w.condition(g, names.ConditionTopologyDegraded).Status).To(Equal(operatorv1.ConditionFalse))
 		_, held := w.alert(g, prom, alertUnreachable)
@@ -285,4 +270,27 @@ func (w *world) mergeUserConfig(t testing.TB, data map[string]string) {
 		}
 		_ = w.Guest.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
 	})
+}
+
+// stopService stops service name of the world's cloud and returns what starts it again; if the
+// test ends without, its cleanup does.
+func (w *world) stopService(t testing.TB, name string) (startAgain func()) {
+	t.Helper()
+	ctx := context.Background()
+	if err := w.Cloud.StopService(name); err != nil {
+		t.Fatalf("stopping %s: %v", name, err)
+	}
+	started := false
+	t.Cleanup(func() {
+		if !started {
+			_ = w.Cloud.StartService(ctx, name)
+		}
+	})
+	return func() {
+		t.Helper()
+		if err := w.Cloud.StartService(ctx, name); err != nil {
+			t.Fatalf("starting %s again: %v", name, err)
+		}
+		started = true
+	}
 }

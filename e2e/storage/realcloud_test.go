@@ -385,13 +385,7 @@ func realCinderOutage(t *testing.T, w *world) {
 	g := NewWithT(t)
 	g.Expect(w.condition(g, names.ConditionTopologyDegraded).Status).To(Equal(operatorv1.ConditionFalse))
 	raised := took(t, "TopologyDegraded raised after cinder-api stopped")
-	g.Expect(w.Cloud.StopService(realcloud.ServiceCinderAPI)).To(Succeed())
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = w.Cloud.StartService(ctx, realcloud.ServiceCinderAPI)
-		}
-	})
+	startAgain := w.stopService(t, realcloud.ServiceCinderAPI)
 	g.Eventually(func(g Gomega) {
 		c := w.condition(g, names.ConditionTopologyDegraded)
 		g.Expect(c.Status).To(Equal(operatorv1.ConditionTrue), "%s: %s", c.Reason, c.Message)
@@ -400,8 +394,7 @@ func realCinderOutage(t *testing.T, w *world) {
 	raised()
 	g.Expect(w.available(ctx)).To(BeTrue(), "the driver stays Available while Cinder's API is down")
 	cleared := took(t, "TopologyDegraded cleared after cinder-api returned")
-	g.Expect(w.Cloud.StartService(ctx, realcloud.ServiceCinderAPI)).To(Succeed())
-	restarted = true
+	startAgain()
 	g.Eventually(func(g Gomega) {
 		g.Expect(w.condition(g, names.ConditionTopologyDegraded).Status).To(Equal(operatorv1.ConditionFalse))
 	}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
