@@ -65,7 +65,10 @@ func (t *awaitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for {
 		var handshake handshakeTrace
 		resp, err := t.next.RoundTrip(handshake.traced(req))
-		if !serverAbsent(err) && !handshake.interrupted() {
+		// An answer ends the wait even when a connection dialled for the request failed its
+		// handshake: net/http sends a request on whichever connection is ready first, and an
+		// idle one freed meanwhile may have carried it.
+		if err == nil || (!serverAbsent(err) && !handshake.interrupted()) {
 			if t.absent.CompareAndSwap(true, false) {
 				t.log.Info("The API server accepts connections again")
 			}

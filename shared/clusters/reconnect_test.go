@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
 	"strings"
 	"sync"
@@ -168,6 +169,33 @@ func (l *stallingListener) Close() error {
 	}
 	l.mu.Unlock()
 	return l.Listener.Close()
+}
+
+// answeringAfterFailedDial is a transport on which the connection dialled for each request fails
+// its TLS handshake, as on an API server that is slow to handshake, while an idle connection
+// freed meanwhile carries the request, which gets its answer.
+type answeringAfterFailedDial struct{ attempts atomic.Int32 }
+
+func (f *answeringAfterFailedDial) RoundTrip(req *http.Request) (*http.Response, error) {
+	f.attempts.Add(1)
+	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.TLSHandshakeDone != nil {
+		trace.TLSHandshakeDone(tls.ConnectionState{}, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded})
+	}
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}"))}, nil
+}
+
+func TestAwaitTransportAnswerAfterFailedHandshake(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	next := &answeringAfterFailedDial{}
+	rt := &awaitTransport{next: next, log: logr.Discard(), interval: 10 * time.Millisecond}
+	req, err := http.NewRequestWithContext(withManagerContext(t.Context()), http.MethodGet, "https://api.example/api", nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	resp, err := rt.RoundTrip(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	_ = resp.Body.Close()
+	g.Expect(next.attempts.Load()).To(Equal(int32(1)), "the answer is the request's, whatever became of the connection dialled for it")
 }
 
 func TestAwaitTransportHandshake(t *testing.T) {
