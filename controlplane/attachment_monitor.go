@@ -11,6 +11,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
@@ -44,11 +46,15 @@ type AttachmentMonitor struct {
 	// controlplane reconciler does.
 	r *Reconciler
 	// guest reads the guest from the caches; guestAPI reads a stuck attachment's
-	// PersistentVolume from the API server, so that no PersistentVolume is ever cached.
+	// PersistentVolume from the API server, so that no whole PersistentVolume is ever cached.
 	guest    client.Client
 	guestAPI client.Reader
-	recorder recorder.EventRecorder
-	now      func() time.Time
+	// guestCache is where volumes starts its watch of the PersistentVolumes, which it caches
+	// cut down to their zone (volumeCache).
+	guestCache cache.Cache
+	volumes    *volumeCounter
+	recorder   recorder.EventRecorder
+	now        func() time.Time
 	// newReader builds the Cinder client of one round of reads.
 	newReader func(context.Context, openstack.Config) (openstack.VolumeReader, error)
 
@@ -85,7 +91,8 @@ type reportedAttachment struct {
 // newAttachmentMonitor returns the monitor of r's clusters.
 func newAttachmentMonitor(r *Reconciler, guest cluster.Cluster) *AttachmentMonitor {
 	return &AttachmentMonitor{
-		r: r, guest: guest.GetClient(), guestAPI: guest.GetAPIReader(), recorder: r.Recorder, now: time.Now,
+		r: r, guest: guest.GetClient(), guestAPI: guest.GetAPIReader(), guestCache: guest.GetCache(), volumes: newVolumeCounter(),
+		recorder: r.Recorder, now: time.Now,
 		newReader: func(ctx context.Context, c openstack.Config) (openstack.VolumeReader, error) {
 			return openstack.NewClient(ctx, c)
 		},
@@ -142,6 +149,11 @@ func (m *AttachmentMonitor) reconcile(ctx context.Context, driver *operatorv1.Cl
 		}
 		return ctrl.Result{}, nil
 	}
+	// The volumes gauge counts from a watch that starts with the first reconcile it may.
+	volumesRecheck, err := m.volumes.watch(ctx, m.guest, m.guestCache)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Counting the driver's volumes by zone")
+	}
 	bound, err := m.bound(ctx)
 	if err != nil {
 		st.Keep(driver.Status.Conditions, names.AttachmentConditions...)
@@ -178,10 +190,7 @@ func (m *AttachmentMonitor) reconcile(ctx context.Context, driver *operatorv1.Cl
 	if !next.IsZero() {
 		after = next.Sub(now)
 	}
-	if askIn > 0 && (after == 0 || askIn < after) {
-		after = askIn
-	}
-	return ctrl.Result{RequeueAfter: after}, nil
+	return ctrl.Result{RequeueAfter: access.Soonest(after, askIn, volumesRecheck)}, nil
 }
 
 // bound is attachment_warning_after from the user's cinder-csi-config, read from the cache: the

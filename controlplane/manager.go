@@ -121,6 +121,8 @@ func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
 		ByObject: map[client.Object]cache.ByObject{
 			&operatorv1.ClusterCSIDriver{}: {Field: clusters.ByName(names.ClusterCSIDriverName)},
 			&corev1.ConfigMap{}:            {Namespaces: guestConfigMaps},
+			// Watched by the attachment monitor's volume count, cut down to their zone.
+			&corev1.PersistentVolume{}: volumeCache,
 		},
 	}
 	if !cfg.HyperShift {

@@ -21,10 +21,6 @@ import (
 // for, through keys of the node copy of cloud-conf: the per-zone StorageClasses, the backup
 // VolumeSnapshotClass, and standard-csi's force-create.
 
-// topologyKey is the driver's topology key: the label the kubelet puts on a node from the node
-// plugin's NodeGetInfo, and the key of a StorageClass's allowedTopologies.
-const topologyKey = "topology.cinder.csi.openstack.org/zone"
-
 // Parameters of the driver's StorageClasses and VolumeSnapshotClasses.
 const (
 	paramAvailability = "availability"
@@ -101,7 +97,7 @@ func desiredZoneClass(d *manifests.Decoder, c zoneclasses.Class) (*storagev1.Sto
 	if len(c.ComputeZones) > 0 {
 		zones := slices.Sorted(slices.Values(c.ComputeZones))
 		sc.AllowedTopologies = []corev1.TopologySelectorTerm{{
-			MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: topologyKey, Values: zones}},
+			MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: names.TopologyKey, Values: zones}},
 		}}
 	}
 	return sc, nil

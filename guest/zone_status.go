@@ -16,7 +16,7 @@ import (
 )
 
 // zoneLabel is the well-known zone label of a node; the kubelet sets it from the cloud provider.
-// A node without it may still carry the driver's topologyKey, set from the node plugin.
+// A node without it may still carry the driver's names.TopologyKey, set from the node plugin.
 const zoneLabel = corev1.LabelTopologyZone
 
 // zoneListMax is how many zones or classes a message names before "and N more".
@@ -28,7 +28,7 @@ func nodeComputeZone(labels map[string]string) string {
 	if z := labels[zoneLabel]; z != "" {
 		return z
 	}
-	return labels[topologyKey]
+	return labels[names.TopologyKey]
 }
 
 // nodeZones counts the nodes of each compute zone; nodes without a zone are left out.

@@ -24,8 +24,8 @@ func TestNodeZones(t *testing.T) {
 	g := NewWithT(t)
 	got := nodeZones([]metav1.PartialObjectMetadata{
 		node("a", map[string]string{zoneLabel: "az1"}),
-		node("b", map[string]string{zoneLabel: "az1", topologyKey: "other"}),
-		node("c", map[string]string{topologyKey: "az2"}),
+		node("b", map[string]string{zoneLabel: "az1", names.TopologyKey: "other"}),
+		node("c", map[string]string{names.TopologyKey: "az2"}),
 		node("d", nil),
 	})
 	g.Expect(got).To(Equal(map[string]int{"az1": 2, "az2": 1}))
@@ -138,7 +138,7 @@ func TestNodeZonesOnly(t *testing.T) {
 	in := &metav1.PartialObjectMetadata{
 		TypeMeta: nodeMetadata().TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u", ResourceVersion: "7",
-			Labels:        map[string]string{zoneLabel: "az1", topologyKey: "az1", "kubernetes.io/hostname": "n"},
+			Labels:        map[string]string{zoneLabel: "az1", names.TopologyKey: "az1", "kubernetes.io/hostname": "n"},
 			Annotations:   map[string]string{"big": "value"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
 		},
@@ -147,7 +147,7 @@ func TestNodeZonesOnly(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(Equal(&metav1.PartialObjectMetadata{
 		TypeMeta:   nodeMetadata().TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u", ResourceVersion: "7", Labels: map[string]string{zoneLabel: "az1", topologyKey: "az1"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u", ResourceVersion: "7", Labels: map[string]string{zoneLabel: "az1", names.TopologyKey: "az1"}},
 	}))
 	other := "tombstone"
 	g.Expect(nodeZonesOnly(other)).To(Equal(other))
@@ -166,8 +166,8 @@ func TestNodeZoneChanged(t *testing.T) {
 	}{
 		{name: "When nothing about the zone changed, it should not pass", old: map[string]string{zoneLabel: "a"}, new: map[string]string{zoneLabel: "a"}},
 		{name: "When the zone label changed, it should pass", old: map[string]string{zoneLabel: "a"}, new: map[string]string{zoneLabel: "b"}, want: true},
-		{name: "When the driver's label appeared on a node without a zone label, it should pass", old: nil, new: map[string]string{topologyKey: "a"}, want: true},
-		{name: "When the driver's label changed under a zone label, it should not pass", old: map[string]string{zoneLabel: "a", topologyKey: "x"}, new: map[string]string{zoneLabel: "a", topologyKey: "y"}},
+		{name: "When the driver's label appeared on a node without a zone label, it should pass", old: nil, new: map[string]string{names.TopologyKey: "a"}, want: true},
+		{name: "When the driver's label changed under a zone label, it should not pass", old: map[string]string{zoneLabel: "a", names.TopologyKey: "x"}, new: map[string]string{zoneLabel: "a", names.TopologyKey: "y"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

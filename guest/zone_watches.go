@@ -21,6 +21,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
@@ -47,7 +48,7 @@ func nodeZonesOnly(obj any) (any, error) {
 		TypeMeta:   n.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion},
 	}
-	for _, k := range []string{zoneLabel, topologyKey} {
+	for _, k := range []string{zoneLabel, names.TopologyKey} {
 		if v, ok := n.Labels[k]; ok {
 			if out.Labels == nil {
 				out.Labels = map[string]string{}

@@ -170,7 +170,7 @@ func TestCaches(t *testing.T) {
 		g.Expect(requests(leaderLog, guestHost)).To(BeEmpty(), "leader election requests to the guest")
 	})
 
-	t.Run("When the controlplane manager watches the guest, it should watch only the ClusterCSIDriver and its ConfigMaps, by name or namespace, and the attachments and CSINodes", func(t *testing.T) {
+	t.Run("When the controlplane manager watches the guest, it should watch only the ClusterCSIDriver and its ConfigMaps, by name or namespace, and the attachments, CSINodes and PersistentVolumes", func(t *testing.T) {
 		g := NewWithT(t)
 		watched := map[string]bool{}
 		for _, r := range listsAndWatches(requests("controlplane", guestHost)) {
@@ -184,15 +184,15 @@ func TestCaches(t *testing.T) {
 					names.OpenShiftConfigNamespace, names.GuestNamespace, describe(r.Request))
 			case "clustercsidrivers":
 				g.Expect(q.Get("fieldSelector")).To(Equal("metadata.name="+names.ClusterCSIDriverName), "ClusterCSIDriver watch: %s", describe(r.Request))
-			case "volumeattachments", "csinodes":
-				// The attachment monitor's: no selector can pick a driver's attachments, or
-				// the nodes that run its plugin.
+			case "volumeattachments", "csinodes", "persistentvolumes":
+				// The attachment monitor's: no selector can pick a driver's attachments or
+				// volumes, or the nodes that run its plugin.
 				g.Expect(q.Get("fieldSelector")+q.Get("labelSelector")).To(BeEmpty(), "%s", describe(r.Request))
 			default:
 				g.Expect(r.target.Resource).To(BeEmpty(), "unexpected list or watch of the guest: %s", describe(r.Request))
 			}
 		}
-		for _, res := range []string{"configmaps", "clustercsidrivers", "volumeattachments", "csinodes"} {
+		for _, res := range []string{"configmaps", "clustercsidrivers", "volumeattachments", "csinodes", "persistentvolumes"} {
 			g.Expect(watched).To(HaveKey(res))
 		}
 	})

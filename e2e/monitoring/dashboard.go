@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -121,11 +122,16 @@ func legend(format string, labels map[string]string) string {
 	for k, v := range labels {
 		out = strings.ReplaceAll(out, "{{"+k+"}}", v)
 	}
+	// A label the series lacks (Prometheus keeps no empty label) is empty, as Grafana shows it.
+	out = strings.TrimSpace(legendLabel.ReplaceAllString(out, ""))
 	if out == "" {
 		return "value"
 	}
 	return out
 }
+
+// legendLabel is a label reference of a legend format.
+var legendLabel = regexp.MustCompile(`\{\{\s*[a-zA-Z_][a-zA-Z0-9_]*\s*\}\}`)
 
 // segments returns the points of s as minutes since start, split where a value is not a number
 // (a quantile of no observations, say): the line has a gap there, as Grafana draws it.

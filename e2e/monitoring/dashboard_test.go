@@ -24,7 +24,7 @@ func TestDashboard(t *testing.T) {
 	t.Logf("%d panels", len(panels))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(title).NotTo(BeEmpty())
-	g.Expect(panels).To(HaveLen(6))
+	g.Expect(panels).To(HaveLen(7))
 
 	work := t.TempDir()
 	g.Expect(os.WriteFile(filepath.Join(work, "prometheus.yml"), []byte("global: {}\n"), 0o600)).To(Succeed())
@@ -66,4 +66,14 @@ func TestSegments(t *testing.T) {
 	g.Expect(segs[1]).To(HaveLen(1))
 	g.Expect(segs[1][0].Y).To(Equal(3.0))
 	g.Expect(segments(Series{Times: []time.Time{at(0)}, Values: []float64{math.NaN()}}, start)).To(BeEmpty())
+}
+
+func TestLegend(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(legend("{{openstack_service}} {{outcome}}", map[string]string{"openstack_service": "volume", "outcome": "Timeout"})).To(Equal("volume Timeout"))
+	g.Expect(legend("{{phase}}", map[string]string{"phase": "attaching"})).To(Equal("attaching"))
+	// A label the series lacks shows empty, as in Grafana; a legend left empty names the value.
+	g.Expect(legend("{{openstack_service}} zones", map[string]string{})).To(Equal("zones"))
+	g.Expect(legend("{{zone}}", nil)).To(Equal("value"))
+	g.Expect(legend("", map[string]string{"zone": "a"})).To(Equal("value"))
 }

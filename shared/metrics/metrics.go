@@ -6,6 +6,8 @@
 package metrics
 
 import (
+	"strconv"
+	"sync"
 	"time"
 
 	operatorv1 "github.com/openshift/api/operator/v1"
@@ -51,15 +53,26 @@ var (
 		Name: Prefix + "topology_enabled",
 		Help: "1 while the driver runs with topology (--with-topology=true), 0 otherwise.",
 	})
+	volumes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: Prefix + "volumes",
+		Help: "PersistentVolumes of the driver, by the availability zone their node affinity requires " +
+			"(\"\" for none; \"" + OtherZones + "\" for the zones past the first " + strconv.Itoa(MaxVolumeZones) + " in name order).",
+	}, []string{"zone"})
 	lastListing = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: Prefix + "openstack_last_successful_listing_timestamp_seconds",
 		Help: "When the availability zones were last listed successfully, in seconds since the epoch; 0 before the first.",
 	})
 )
 
+var (
+	volumesMu sync.Mutex
+	// volumesSeen are the zones the volumes gauge has a series of.
+	volumesSeen = map[string]bool{}
+)
+
 func init() {
 	ctrlmetrics.Registry.MustRegister(openStackRequests, openStackDuration, condition, stuckAttachments, nodesAtLimit,
-		zones, topologyEnabled, lastListing)
+		zones, topologyEnabled, lastListing, volumes)
 	for _, phase := range []string{"attaching", "detaching"} {
 		stuckAttachments.WithLabelValues(phase)
 	}
@@ -94,6 +107,39 @@ func SetListing(computeZones, volumeZones int, when time.Time) {
 	zones.WithLabelValues("compute").Set(float64(computeZones))
 	zones.WithLabelValues("volume").Set(float64(volumeZones))
 	lastListing.Set(float64(when.UnixNano()) / 1e9)
+}
+
+// MaxVolumeZones bounds the zone label of the volumes gauge: a PersistentVolume may name any
+// zone in its node affinity (a static one, written by hand), so past this many distinct zones the
+// rest are counted under OtherZones.
+const MaxVolumeZones = 32
+
+// OtherZones is the zone label of the volumes in zones past MaxVolumeZones.
+const OtherZones = "other"
+
+// SetVolumes records the number of the driver's PersistentVolumes in each zone of byZone ("": no
+// zone), which holds at most MaxVolumeZones zones and OtherZones. A zone that had volumes stays,
+// at 0, so that a graph of it drops to zero rather than ending; but zones come and go (a static
+// volume may name any), so past MaxVolumeZones+1 series those at 0 are dropped: the gauge never
+// has more.
+func SetVolumes(byZone map[string]int) {
+	volumesMu.Lock()
+	defer volumesMu.Unlock()
+	for z, n := range byZone {
+		volumesSeen[z] = true
+		volumes.WithLabelValues(z).Set(float64(n))
+	}
+	for z := range volumesSeen {
+		if _, ok := byZone[z]; ok {
+			continue
+		}
+		if len(volumesSeen) > MaxVolumeZones+1 {
+			volumes.DeleteLabelValues(z)
+			delete(volumesSeen, z)
+			continue
+		}
+		volumes.WithLabelValues(z).Set(0)
+	}
 }
 
 // SetTopology records the topology decision in force.

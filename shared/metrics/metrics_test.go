@@ -15,7 +15,7 @@ import (
 )
 
 func TestNames(t *testing.T) {
-	for _, c := range []prometheus.Collector{openStackRequests, openStackDuration, condition, stuckAttachments, nodesAtLimit, zones, topologyEnabled, lastListing} {
+	for _, c := range []prometheus.Collector{openStackRequests, openStackDuration, condition, stuckAttachments, nodesAtLimit, zones, topologyEnabled, lastListing, volumes} {
 		problems, err := testutil.CollectAndLint(c)
 		if err != nil {
 			t.Fatal(err)
@@ -67,6 +67,27 @@ cinder_csi_operator_stuck_volume_attachments{phase="detaching"} 1
 // service's operations), every condition type, the attachments, zones, topology and listing.
 // It is an upper bound of what the metrics add to the operator's memory at rest, which
 // holds only the series of the calls it made.
+func TestSetVolumes(t *testing.T) {
+	g := NewWithT(t)
+	SetVolumes(map[string]int{"az-1": 2, "az-2": 1, "": 1})
+	SetVolumes(map[string]int{"az-1": 3})
+	g.Expect(testutil.CollectAndCompare(volumes, strings.NewReader(`
+# HELP cinder_csi_operator_volumes PersistentVolumes of the driver, by the availability zone their node affinity requires ("" for none; "other" for the zones past the first 32 in name order).
+# TYPE cinder_csi_operator_volumes gauge
+cinder_csi_operator_volumes{zone=""} 0
+cinder_csi_operator_volumes{zone="az-1"} 3
+cinder_csi_operator_volumes{zone="az-2"} 0
+`))).To(Succeed(), "a zone once counted stays, at 0")
+
+	// Zones that come and go leave at most MaxVolumeZones+1 series: those at 0 go first.
+	for i := range 3 * MaxVolumeZones {
+		SetVolumes(map[string]int{fmt.Sprintf("zone-%03d", i): 1, "az-1": 3})
+		g.Expect(testutil.CollectAndCount(volumes)).To(BeNumerically("<=", MaxVolumeZones+1))
+	}
+	g.Expect(testutil.ToFloat64(volumes.WithLabelValues("az-1"))).To(Equal(3.0))
+	g.Expect(testutil.ToFloat64(volumes.WithLabelValues(fmt.Sprintf("zone-%03d", 3*MaxVolumeZones-1)))).To(Equal(1.0))
+}
+
 func BenchmarkSeriesMemory(b *testing.B) {
 	calls := map[string][]string{"identity": {"authenticate"}, "compute": {"list_availability_zones"},
 		"volume": {"list_availability_zones", "list_services", "get_volume"}}
@@ -94,7 +115,9 @@ func BenchmarkSeriesMemory(b *testing.B) {
 		SetAttachments(1, 1, 1)
 		SetListing(2, 2, time.Now())
 		SetTopology(true)
-		series += len(conds) + 3 + 2 + 2
+		// Volumes in three zones and without one.
+		SetVolumes(map[string]int{"az-1": 3, "az-2": 2, "az-3": 1, "": 1})
+		series += len(conds) + 3 + 2 + 2 + 4
 		used = heap() - before
 	}
 	b.ReportMetric(float64(used), "B/all-series")
@@ -103,9 +126,12 @@ func BenchmarkSeriesMemory(b *testing.B) {
 
 // reset drops every series of the operator's metrics.
 func reset() {
-	for _, v := range []interface{ Reset() }{openStackRequests, openStackDuration, condition, stuckAttachments, zones} {
+	for _, v := range []interface{ Reset() }{openStackRequests, openStackDuration, condition, stuckAttachments, zones, volumes} {
 		v.Reset()
 	}
+	volumesMu.Lock()
+	volumesSeen = map[string]bool{}
+	volumesMu.Unlock()
 }
 
 // heap is the live heap after a collection.

@@ -8,6 +8,10 @@ package names
 const (
 	// DriverName is the CSI driver name, the CSIDriver object name and the ClusterCSIDriver name.
 	DriverName = "cinder.csi.openstack.org"
+	// TopologyKey is the driver's topology key: the label the kubelet puts on a node from the node
+	// plugin's NodeGetInfo, the key of a StorageClass's allowedTopologies and of the node affinity
+	// of the PersistentVolumes the driver provisions with topology.
+	TopologyKey = "topology." + DriverName + "/zone"
 	// ClusterCSIDriverName is the name of the user-facing operator API object in the guest.
 	ClusterCSIDriverName = DriverName
 
