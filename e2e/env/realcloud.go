@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"sigs.k8s.io/yaml"
 
@@ -148,22 +145,6 @@ func (n *realCloudNode) stop() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	errs = append(errs, deleteServer(ctx, n.cloud, n.serverID))
+	errs = append(errs, n.cloud.DeleteServer(ctx, n.serverID))
 	return errors.Join(errs...)
-}
-
-// deleteServer deletes a server as the member user and waits until it is gone.
-func deleteServer(ctx context.Context, c *realcloud.Cloud, id string) error {
-	provider, err := c.Client(ctx, c.Member())
-	if err != nil {
-		return err
-	}
-	compute, err := openstack.NewComputeV2(provider, gophercloud.EndpointOpts{Region: c.Region()})
-	if err != nil {
-		return err
-	}
-	if err := servers.Delete(ctx, compute, id).ExtractErr(); err != nil && !gophercloud.ResponseCodeIs(err, 404) {
-		return fmt.Errorf("deleting server %s: %w", id, err)
-	}
-	return realcloud.WaitServerGone(ctx, compute, id)
 }

@@ -57,16 +57,14 @@ func (c *Cloud) db(name string) string { return filepath.Join(c.dir, "db", name+
 
 // dbURL is the SQLAlchemy URL of a database: four slashes for an absolute path. A writer waits
 // up to a minute for another's lock (SQLite's default is five seconds): on two busy cores a
-// service's heartbeat and a request's write do meet, and "database is locked" then fails the
-// request, leaving a server in ERROR.
+// service's heartbeat and a request's write do meet. Writers wait for the lock rather than fail
+// only because the Python shim begins them IMMEDIATE (see sitecustomize); oslo.db's deferred
+// BEGIN lets a writer that read before another's commit fail at once, whatever the timeout.
 func (c *Cloud) dbURL(name string) string { return "sqlite:///" + c.db(name) + "?timeout=60" }
 
-// novaHeartbeat is every Nova service's report_interval and service_down_time.
-// Each heartbeat is a read-then-write transaction on the service's database, and oslo.db begins
-// SQLite transactions deferred: a write committed by another connection between its read and
-// its write fails it at once with "database is locked", which no busy timeout waits out. The
-// defaults (10 s, 60 s) make the services' own heartbeats the commonest such writer, and an API
-// request losing that race answers 500; a heartbeat a minute keeps the race rare.
+// novaHeartbeat is every Nova service's report_interval and service_down_time: a heartbeat a
+// minute, not Nova's 10 s, since every heartbeat is a write that the API requests then wait
+// for, and nothing here waits for Nova to see a service down.
 var novaHeartbeat = [][2]string{{"report_interval", "60"}, {"service_down_time", "180"}}
 
 // cinderHeartbeat is every Cinder service's report_interval and service_down_time. Cinder calls
@@ -75,9 +73,7 @@ var novaHeartbeat = [][2]string{{"report_interval", "60"}, {"service_down_time",
 // with Nova's minute it would take two to three minutes, which a test cannot sit out. Cinder's
 // own report_interval default (10 s) and a down time of two and a half heartbeats make it 15 to
 // 25 s, and still forgive one late heartbeat on two busy cores; a late second one would show a
-// live backend down and fail the scheduling. Cinder's heartbeat is a single UPDATE (db's
-// service_update), so it is not the one to lose the race described above; it can make an API
-// request's read-then-write lose it, which four heartbeats every 10 s leave rare.
+// live backend down and fail the scheduling.
 var cinderHeartbeat = [][2]string{{"report_interval", "10"}, {"service_down_time", "25"}}
 
 // dbSection is an oslo.db section for a database: no fsync per commit, since nothing of a

@@ -1,6 +1,7 @@
 package realcloud
 
 import (
+	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 //     when its mount point is not mounted yet; the harness bind-mounts each export there first.
 //   - dmidecode, printing a fixed UUID: os-brick asks it for the system UUID when it builds the
 //     connector properties (backups); this VM has no DMI table, and the real dmidecode fails.
+//   - python/sitecustomize.py (sitecustomize below), on the services' PYTHONPATH: oslo.db's
+//     writer transactions on SQLite begin IMMEDIATE.
 var shimScripts = map[string]string{
 	"sudo": `# Passthrough: the services already run as root.
 while [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done
@@ -28,6 +31,15 @@ exec "$@"
 	"mount.nfs":       "# The export is bind-mounted on the mount point before cinder-volume starts.\nexit 0\n",
 	"dmidecode":       "# A fixed system UUID: this VM has no DMI table.\necho 5f0c1e3a-7d2b-4e8f-9a6c-0b1d2e3f4a5b\n",
 }
+
+// sitecustomize makes every oslo.db writer transaction take SQLite's write lock when it begins,
+// rather than at its first write: with the deferred BEGIN oslo.db emits, a writer that read
+// before another process's commit fails at once with "database is locked" (WAL mode), which
+// failed volume creations and Nova's attachment updates on a busy host. Python imports it at
+// start from the services' PYTHONPATH; it patches oslo.db when a service first imports it.
+//
+//go:embed shims/sitecustomize.py
+var sitecustomize []byte
 
 // consoleScripts are the entry points of the console scripts the service packages would
 // install (nova-compute, cinder-manage, ...), which python3-* lacks: each runs as
@@ -68,6 +80,9 @@ func pythonArgs(name string, args ...string) []string {
 // shimDir is the directory of the shims, first on the services' PATH.
 func (c *Cloud) shimDir() string { return filepath.Join(c.dir, "shims") }
 
+// pythonShimDir is the services' PYTHONPATH, which holds sitecustomize.py.
+func (c *Cloud) pythonShimDir() string { return filepath.Join(c.shimDir(), "python") }
+
 // writeShims writes the shell shims and the WSGI entry points.
 func (c *Cloud) writeShims() error {
 	if err := os.MkdirAll(c.shimDir(), 0o755); err != nil {
@@ -77,6 +92,12 @@ func (c *Cloud) writeShims() error {
 		if err := os.WriteFile(filepath.Join(c.shimDir(), name), []byte("#!/bin/sh\n"+body), 0o755); err != nil {
 			return fmt.Errorf("writing shim %s: %w", name, err)
 		}
+	}
+	if err := os.MkdirAll(c.pythonShimDir(), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(c.pythonShimDir(), "sitecustomize.py"), sitecustomize, 0o644); err != nil {
+		return fmt.Errorf("writing the Python shim: %w", err)
 	}
 	for svc, body := range wsgiApps {
 		if err := os.MkdirAll(filepath.Join(c.dir, string(svc)), 0o755); err != nil {
@@ -94,7 +115,8 @@ func (c *Cloud) env(extra ...string) []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		// The caller's OS_* variables (an openrc sourced in the shell) must not reach the
-		// services' clients; nor may a PYTHONPATH that hides Debian's packages.
+		// services' clients; nor may a PYTHONPATH that hides Debian's packages: the services'
+		// holds only the Python shim.
 		if strings.HasPrefix(kv, "OS_") || strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "PYTHONPATH=") {
 			continue
 		}
@@ -103,6 +125,6 @@ func (c *Cloud) env(extra ...string) []string {
 	out = append(out, "PATH="+c.shimDir()+":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		// A log file is not a terminal: without this, Python buffers what a service prints
 		// and the end of its log is missing when a test quotes it.
-		"PYTHONUNBUFFERED=1")
+		"PYTHONUNBUFFERED=1", "PYTHONPATH="+c.pythonShimDir())
 	return append(out, extra...)
 }

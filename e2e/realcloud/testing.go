@@ -3,13 +3,11 @@ package realcloud
 import (
 	"context"
 	"errors"
-	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // StartForTest starts a cloud for a test and stops it when the test ends, first printing the
@@ -32,21 +30,9 @@ func StartForTest(t testing.TB, opts Options) *Cloud {
 	}
 	// An interrupt (Ctrl-C, SIGTERM) would end the test binary without its cleanups: the
 	// services die with it, but the bind mounts would stay until the next run's sweep.
-	interrupted := make(chan os.Signal, 1)
-	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case sig := <-interrupted:
-			t.Logf("Real OpenStack: %v, stopping the cloud", sig)
-			_ = c.Stop()
-			os.Exit(1)
-		case <-done:
-		}
-	}()
+	forget := procs.OnInterrupt("the real OpenStack", func() { _ = c.Stop() })
 	t.Cleanup(func() {
-		signal.Stop(interrupted)
-		close(done)
+		forget()
 		if t.Failed() {
 			c.logTails(20)
 		}
