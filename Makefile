@@ -41,9 +41,12 @@ REAL_NODES ?= auto
 # run-local's monitoring: true builds Prometheus and runs it on real nodes; any other value runs it
 # only when it is already built.
 MONITORING ?= false
-# run-local's OpenStack: fake (the harness's model, up at once) or real (Keystone, Placement, Nova
-# and Cinder from Debian's packages: their install and start add minutes; needs real nodes).
-OPENSTACK ?= fake
+# The OpenStack: fake (the harness's model, up at once) or real (Keystone, Placement, Nova and
+# Cinder from Debian's packages; needs real nodes). run-local takes the real one where its nodes
+# are real (its cold first run stays within 15 minutes on two cores) and the fake elsewhere; the
+# upstream suite's targets take the fake. OPENSTACK=fake or real chooses.
+OPENSTACK ?=
+RUN_LOCAL_OPENSTACK = $(or $(OPENSTACK),$(if $(RUN_LOCAL_REAL),real,fake))
 # The test timeout covers the idle-window test (five minutes) plus cluster start-ups.
 TEST_TIMEOUT ?= 40m
 # Parallel tests per package. The integration tests spend most of their time waiting (an idle
@@ -76,14 +79,14 @@ endef
 # harness uses to build its network namespaces, and ipset, which kube-router's network-policy
 # controller runs next to iptables on nodes that enforce NetworkPolicy.
 REALNODE_HOST_PACKAGES ?= containerd runc containernetworking-plugins iproute2 iptables ipset util-linux mount
-# Three worlds: the fake cloud's two (the take-over) and the real cloud's (both modes, one after
-# the other on one cloud). Two run side by side (go test -parallel), each with clusters and nodes
-# of its own: the real cloud's, the longest, beside the fake's two in turn. Each HyperShift world
-# ends with the upstream suite's CI subset (its reports under EXTERNAL_STORAGE_OUT/storage). On two cores the
-# worlds' control planes and the cloud keep the processors busy, so more at once would mostly
-# add contention.
+# Four worlds: the fake cloud's two (the take-over) and the real cloud's two (both modes at once on
+# one cloud, in step where they change it). Three parallel tests: the real cloud's worlds beside
+# the fake's two, which take turns (e2e/storage), each world with clusters and nodes of its own.
+# Each HyperShift world ends with the upstream suite's CI subset (its reports under
+# EXTERNAL_STORAGE_OUT/storage). On two cores the worlds' control planes and the cloud keep the
+# processors busy, so more at once would mostly add contention.
 STORAGE_TEST_TIMEOUT ?= 80m
-STORAGE_PARALLEL ?= 2
+STORAGE_PARALLEL ?= 3
 # bench-footprint: how long the operator is watched at rest in each scenario, which scenarios run
 # (a -bench pattern: BenchmarkFootprint/idle picks one) and the timeout, which covers three windows
 # of five minutes plus the environments' start-ups, installs and the busy management load.
@@ -135,13 +138,16 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: run-local
-run-local: ## Start local clusters (real nodes where the host allows), a fake OpenStack (OPENSTACK=real: a real one) and the operator (MODE=hypershift|standalone), and Prometheus once built (MONITORING=true builds it); Ctrl-C stops everything.
-	@$(PREREQS) $(if $(RUN_LOCAL_REAL),$(REAL_NODE_STEPS),$(SIMULATED_STEPS)) $(if $(filter real,$(OPENSTACK)),openstack) $(if $(filter true,$(MONITORING)),prometheus)
-	@$(BIN)/harness/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(if $(RUN_LOCAL_REAL),true,false) --openstack=$(OPENSTACK) \
+run-local: ## Start local clusters (real nodes where the host allows), an OpenStack (real with real nodes, else the fake; OPENSTACK=fake|real) and the operator (MODE=hypershift|standalone), and Prometheus once built (MONITORING=true builds it); Ctrl-C stops everything.
+	@$(PREREQS) $(if $(RUN_LOCAL_REAL),$(REAL_NODE_STEPS),$(SIMULATED_STEPS)) $(if $(filter real,$(RUN_LOCAL_OPENSTACK)),openstack) $(if $(filter true,$(MONITORING)),prometheus)
+	@$(BIN)/harness/run-local --mode=$(MODE) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) --real-nodes=$(if $(RUN_LOCAL_REAL),true,false) --openstack=$(RUN_LOCAL_OPENSTACK) \
 	  $(if $(or $(filter true,$(MONITORING)),$(wildcard $(PROMETHEUS_BIN_DIR)/prometheus)),--prometheus=$(PROMETHEUS_BIN_DIR)/prometheus)
 
 .PHONY: test
+# What failed in any phase of test, shown again at its very end.
+test: export FAILURES = $(BIN)/test-logs/failures.txt
 test: ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
+	@mkdir -p $(dir $(FAILURES)) && rm -f $(FAILURES)
 	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(TEST_STEPS),$(SIMULATED_STEPS) prometheus)
 	@$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
 	@e2e/hack/beside.sh $(BIN)/test-logs/harness-integration.log "3/6 harness and integration tests (race detector)" \
@@ -192,7 +198,7 @@ ifeq ($(REAL_NODES_POSSIBLE),yes)
 	$(E2E_TEST) -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -parallel=$(STORAGE_PARALLEL) -v -run '^TestStorage' ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN) \
 	  -upstream-suite=$(KUBE_E2E_BIN_DIR) -upstream-kubectl=$(KUBE_BIN_DIR)/kubectl -upstream-out=$(EXTERNAL_STORAGE_OUT)/storage \
 	  -upstream-focus='$(EXTERNAL_STORAGE_CI_FOCUS)' -upstream-skip='$(SKIP)' -upstream-realcloud-skip='$(EXTERNAL_STORAGE_REALCLOUD_SKIP)' \
-	  -prometheus=$(PROMETHEUS_BIN_DIR)/prometheus
+	  -prometheus=$(PROMETHEUS_BIN_DIR)/prometheus -dashboard-png=$(BIN)/test-logs/dashboard.png
 else
 	$(call skip-real-nodes,test-storage)
 endif
@@ -280,17 +286,19 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	cd e2e && $(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
+# verify compiles as the operator, the harness and the storage tests are built (no cgo, trimmed
+# paths), so that on a cold machine their packages compile once, for all of them.
 verify: ## Check formatting, that the product imports nothing from e2e/, vet, go.mod tidiness (both modules), golden files and the image's build command.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out" >&2; exit 1; }
 	@bad=$$(go list -e -deps -test -f '{{.ImportPath}}' ./... | grep -E '^$(PRODUCT_MODULE)/e2e(/|$$)' || true); \
 	  [ -z "$$bad" ] || { echo "the product imports the harness (e2e/ is a module of its own; move what is shared into the product):" >&2; echo "$$bad" >&2; exit 1; }
-	go vet ./...
-	$(E2E_GO) vet ./...
-	$(E2E_GO) vet -tags=e2e ./...
+	CGO_ENABLED=0 go vet -trimpath ./...
+	CGO_ENABLED=0 $(E2E_GO) vet -trimpath ./...
+	CGO_ENABLED=0 $(E2E_GO) vet -trimpath -tags=e2e ./...
 	go mod tidy -diff
 	$(E2E_GO) mod tidy -diff
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o /dev/null ./cmd/cinder-csi-operator
-	go test -count=1 ./controlplane/... ./guest/... ./manifests/... ./shared/testutil/golden/...
+	CGO_ENABLED=0 go test -trimpath -count=1 ./controlplane/... ./guest/... ./manifests/... ./shared/testutil/golden/...
 
 ##@ Tools
 
@@ -418,7 +426,7 @@ test-external-storage: ## Run the upstream external-storage suite against the op
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	@$(PREREQS) $(REAL_NODE_STEPS) external-storage-suite $(if $(filter real,$(OPENSTACK)),openstack)
 	e2e/hack/host-packages.sh busybox-static bind9-dnsutils
-	$(BIN)/harness/external-storage --mode=$(EXTERNAL_STORAGE_MODE) --openstack=$(OPENSTACK) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) \
+	$(BIN)/harness/external-storage --mode=$(EXTERNAL_STORAGE_MODE) --openstack=$(or $(OPENSTACK),fake) --operator=$(BIN)/cinder-csi-operator --bin=$(BIN) \
 	  --suite=$(KUBE_E2E_BIN_DIR) --kubectl=$(KUBE_BIN_DIR)/kubectl --out=$(EXTERNAL_STORAGE_OUT) \
 	  --focus='$(FOCUS)' --skip='$(EXTERNAL_STORAGE_SKIP)' \
 	  --timeout=$(EXTERNAL_STORAGE_TIMEOUT) --procs=$(EXTERNAL_STORAGE_PROCS)

@@ -21,6 +21,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/pki"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realcloud"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -49,6 +50,10 @@ type Options struct {
 	Dir string
 	// HostedCluster names the hosted cluster; its HCP namespace is clusters-<name>.
 	HostedCluster string
+	// InfraID is the cluster's infrastructure ID (the HCP's spec.infraID, the Infrastructure's
+	// infrastructureName), which the driver tags its volumes with (default DefaultInfraID).
+	// Environments that share one real cloud take one each, so that each finds its own volumes.
+	InfraID string
 	// Masters and Workers are fake node counts of the guest (or the one standalone cluster);
 	// the management cluster gets two control-plane nodes.
 	Masters, Workers int
@@ -70,7 +75,7 @@ type Options struct {
 	// started by StartRealCloud (its endpoints named where the environment relays them). It needs
 	// RealNodes, and Zones default to its compute zones. The environment creates its guest node's
 	// server there and deletes it on Stop; the cloud itself is the caller's to stop, so that one
-	// cloud can serve several environments in turn.
+	// cloud can serve several environments, at once or in turn.
 	RealCloud *realcloud.Cloud
 	// WithoutSnapshotClassCRD starts the guest without the VolumeSnapshotClass CRD, as a cluster
 	// before its snapshot controller is installed; a test creates it later. Deleting the CRD of
@@ -104,6 +109,9 @@ type Env struct {
 	serviceCA *pki.CA
 }
 
+// InfraID is the cluster's infrastructure ID (Options.InfraID).
+func (e *Env) InfraID() string { return e.options.InfraID }
+
 // ServiceCA is the CA of the metrics Services' serving certificates (PEM), what OpenShift's
 // monitoring trusts for them; nil without real nodes.
 func (e *Env) ServiceCA() []byte {
@@ -124,6 +132,9 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	}
 	if o.HostedCluster == "" {
 		o.HostedCluster = DefaultHostedCluster
+	}
+	if o.InfraID == "" {
+		o.InfraID = DefaultInfraID
 	}
 	if o.Masters == 0 && o.Workers == 0 {
 		o.Masters, o.Workers = 1, 2
@@ -261,7 +272,13 @@ func StartForTest(t testing.TB, o Options) *Env {
 	if err != nil {
 		t.Fatalf("starting the environment: %v", err)
 	}
-	t.Cleanup(e.Stop)
+	// An interrupted test binary runs no cleanup: a real node's mounts and namespaces, and the
+	// environment's directory, would stay.
+	forget := procs.OnInterrupt(fmt.Sprintf("the %s environment in %s", o.Mode, e.Dir), e.Stop)
+	t.Cleanup(func() {
+		forget()
+		e.Stop()
+	})
 	t.Logf("Environment (%s) up in %s", o.Mode, time.Since(start).Round(100*time.Millisecond))
 	return e
 }

@@ -42,6 +42,8 @@ type Seed struct {
 	Namespace string
 	// HostedCluster names the HostedControlPlane.
 	HostedCluster string
+	// InfraID is the cluster's infrastructure ID (default DefaultInfraID).
+	InfraID string
 	// HighlyAvailable seeds the HCP's controllerAvailabilityPolicy (or the standalone
 	// Infrastructure's controlPlaneTopology) as HighlyAvailable.
 	HighlyAvailable bool
@@ -69,7 +71,7 @@ type Seed struct {
 func (e *Env) seed(ctx context.Context) error {
 	s := Seed{
 		Mode: e.Mode, Mgmt: e.MgmtClient, Guest: e.GuestClient, Namespace: e.Namespace,
-		HostedCluster: e.options.HostedCluster, HighlyAvailable: e.options.HighlyAvailable, OpenStack: e.OpenStack,
+		HostedCluster: e.options.HostedCluster, InfraID: e.options.InfraID, HighlyAvailable: e.options.HighlyAvailable, OpenStack: e.OpenStack,
 		RealCloud: e.RealCloud,
 	}
 	switch {
@@ -84,6 +86,14 @@ func (e *Env) seed(ctx context.Context) error {
 		s.GuestKubeconfig = kc
 	}
 	return s.Create(ctx)
+}
+
+// infraID is s.InfraID, or DefaultInfraID when unset.
+func (s Seed) infraID() string {
+	if s.InfraID == "" {
+		return DefaultInfraID
+	}
+	return s.InfraID
 }
 
 // cloud returns the clouds.yaml and the CA of the credentials Secret.
@@ -230,7 +240,7 @@ func (s Seed) createInfrastructure(ctx context.Context) error {
 		return fmt.Errorf("creating Infrastructure %s: %w", infra.Name, err)
 	}
 	infra.Status = configv1.InfrastructureStatus{
-		InfrastructureName:     DefaultInfraID,
+		InfrastructureName:     s.infraID(),
 		ControlPlaneTopology:   topology,
 		InfrastructureTopology: configv1.HighlyAvailableTopologyMode,
 		PlatformStatus: &configv1.PlatformStatus{
@@ -263,7 +273,7 @@ func (s Seed) hostedControlPlane() *hyperv1.HostedControlPlane {
 			ReleaseImage: "release:4.21",
 			PullSecret:   corev1.LocalObjectReference{Name: names.PullSecret},
 			IssuerURL:    "https://oidc.example.com",
-			InfraID:      DefaultInfraID,
+			InfraID:      s.infraID(),
 			DNS:          hyperv1.DNSSpec{BaseDomain: "example.com"},
 			Etcd:         hyperv1.EtcdSpec{ManagementType: hyperv1.Managed, Managed: &hyperv1.ManagedEtcdSpec{Storage: hyperv1.ManagedEtcdStorageSpec{Type: hyperv1.PersistentVolumeEtcdStorage}}},
 			Platform: hyperv1.PlatformSpec{

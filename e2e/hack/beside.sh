@@ -42,6 +42,10 @@ wait "$bg_pid"
 bg_rc=$?
 echo "==> output of $name (from $log):"
 cat "$log"
+if [ -s "${FAILURES:-}" ]; then
+  echo "==> what failed, from every phase (also in $FAILURES):" >&2
+  cat "$FAILURES" >&2
+fi
 if [ $fg_rc != 0 ]; then
   exit $fg_rc
 fi

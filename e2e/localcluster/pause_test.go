@@ -1,0 +1,55 @@
+package localcluster
+
+import (
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+func TestStatState(t *testing.T) {
+	g := NewWithT(t)
+	for stat, want := range map[string]byte{
+		"42 (kube-apiserver) S 1 42 42 0 -1":  'S',
+		"42 (odd (name) here) T 1 42 42 0 -1": 'T',
+		"42 (x) R 1":                          'R',
+	} {
+		got, ok := statState(stat)
+		g.Expect(ok).To(BeTrue(), stat)
+		g.Expect(got).To(Equal(want), stat)
+	}
+	for _, bad := range []string{"", "42 (x)", "42 no parenthesis S"} {
+		_, ok := statState(bad)
+		g.Expect(ok).To(BeFalse(), bad)
+	}
+}
+
+// A process sent SIGSTOP is seen stopped in every thread, and running again after SIGCONT: what
+// Pause waits for.
+func TestThreadStatesFollowStopAndContinue(t *testing.T) {
+	g := NewWithT(t)
+	cmd := exec.Command("sleep", "60")
+	g.Expect(cmd.Start()).To(Succeed())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	allStopped := func() bool {
+		states, err := threadStates(cmd.Process.Pid)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(states).NotTo(BeEmpty())
+		for _, s := range states {
+			if !stoppedState(s) {
+				return false
+			}
+		}
+		return true
+	}
+	g.Expect(allStopped()).To(BeFalse(), "a sleeping process is not stopped")
+	g.Expect(cmd.Process.Signal(syscall.SIGSTOP)).To(Succeed())
+	g.Eventually(allStopped).WithTimeout(10 * time.Second).WithPolling(5 * time.Millisecond).Should(BeTrue())
+	g.Expect(cmd.Process.Signal(syscall.SIGCONT)).To(Succeed())
+	g.Eventually(allStopped).WithTimeout(10 * time.Second).WithPolling(5 * time.Millisecond).Should(BeFalse())
+}
