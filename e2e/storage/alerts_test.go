@@ -5,7 +5,9 @@ package storage
 import (
 	"context"
 	"flag"
+	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/monitoring"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realcloud"
@@ -112,11 +115,11 @@ func (w *world) alert(g Gomega, p *monitoring.Prometheus, name string) (monitori
 // with what Cinder says of the volume, and the stuck-attachment alert fires. The operator's zone
 // listings fail too: TopologyDegraded rises and the unreachable alert becomes pending. Once
 // nova-api is back the attacher's next try attaches the volume, the pod runs, both conditions
-// clear and both alerts resolve. With waitUnreachable, cinder-api is then stopped for as long as
-// the unreachable alert takes to fire (its five minutes), with no volume operation in flight, and
-// started again: the alert resolves. (An outage that long with an attachment in flight would have
+// clear and both alerts resolve. Then cinder-api is stopped for as long as the unreachable alert
+// takes to fire (its five minutes), with no volume operation in flight, and started again: the
+// alert resolves. The worlds on the cloud see both outages together. (An outage that long with an attachment in flight would have
 // the pod wait out the attacher's backoff, up to five more minutes, after the cloud is back.)
-func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
+func realNovaOutageAlerts(t *testing.T, w *world) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	prom := w.startPrometheus(t)
@@ -130,6 +133,17 @@ func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
 	g.Expect(w.Guest.Create(ctx, w.pod(ns, "user", "data", "echo ok > /data/file; sleep 3600", corev1.RestartPolicyNever))).To(Succeed())
 	pv := w.waitBound(t, ns, "data")
 	volumeID := pv.Spec.CSI.VolumeHandle
+	// The operator counts the new volume in its zone, from its watch of PersistentVolumes.
+	zone := ""
+	if z := pvZones(pv); len(z) > 0 {
+		zone = z[0]
+	}
+	g.Eventually(func(g Gomega) {
+		s, err := prom.Query(ctx, fmt.Sprintf(`cinder_csi_operator_volumes{namespace=%q,zone=%q}`, w.Namespace, zone))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(s).To(HaveLen(1), "the volumes of zone %q", zone)
+		g.Expect(s[0].Value).To(BeNumerically(">=", 1))
+	}).WithTimeout(time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 
 	var va storagev1.VolumeAttachment
 	g.Eventually(func(g Gomega) {
@@ -190,14 +204,12 @@ func realNovaOutageAlerts(t *testing.T, w *world, waitUnreachable bool) {
 	}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	t.Logf("nova-api back to both conditions cleared and both alerts resolved: %s", time.Since(back).Round(time.Second))
 	w.deletePod(t, ns, "user")
-	if waitUnreachable {
-		// Nothing in flight: the volume detached and deleted before Cinder's API goes, or its
-		// detach and delete would wait out the sidecars' backoff after it is back.
-		g.Expect(w.Guest.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"}})).To(Succeed())
-		w.expectCinderClean(t)
-		w.unreachableFires(t, prom)
-	}
-	w.expectDashboardData(t, prom, begun, waitUnreachable)
+	// Nothing in flight: the volume detached and deleted before Cinder's API goes, or its detach
+	// and delete would wait out the sidecars' backoff after it is back.
+	g.Expect(w.Guest.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"}})).To(Succeed())
+	w.expectCinderClean(t)
+	w.unreachableFires(t, prom)
+	w.expectDashboardData(t, prom, begun, w.Env.Mode == env.ModeHyperShift)
 }
 
 // unreachableFires stops cinder-api until the unreachable alert fires, then starts it again and
@@ -240,6 +252,7 @@ func (w *world) expectDashboardData(t *testing.T, p *monitoring.Prometheus, sinc
 	if draw && *dashboardPNG != "" {
 		out, err := filepath.Abs(*dashboardPNG)
 		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(os.MkdirAll(filepath.Dir(out), 0o755)).To(Succeed())
 		g.Expect(monitoring.DrawDashboard(ctx, p, title+" (nova-api stopped, then back)", panels, since.Add(-time.Minute), time.Now(), out)).To(Succeed())
 		t.Logf("Dashboard drawn into %s", out)
 	}
@@ -272,25 +285,22 @@ func (w *world) mergeUserConfig(t testing.TB, data map[string]string) {
 	})
 }
 
-// stopService stops service name of the world's cloud and returns what starts it again; if the
-// test ends without, its cleanup does.
+// stopService stops service name of the world's cloud, in step with the other worlds on it, and
+// returns what starts it again (in step too); if the test ends without, its cleanup does.
 func (w *world) stopService(t testing.TB, name string) (startAgain func()) {
 	t.Helper()
 	ctx := context.Background()
-	if err := w.Cloud.StopService(name); err != nil {
-		t.Fatalf("stopping %s: %v", name, err)
-	}
+	w.cloudChange(t, "stop "+name, func() error { return w.Cloud.StopService(name) })
 	started := false
 	t.Cleanup(func() {
 		if !started {
+			// Starting a service that runs only waits until it serves.
 			_ = w.Cloud.StartService(ctx, name)
 		}
 	})
 	return func() {
 		t.Helper()
-		if err := w.Cloud.StartService(ctx, name); err != nil {
-			t.Fatalf("starting %s again: %v", name, err)
-		}
+		w.cloudChange(t, "start "+name, func() error { return w.Cloud.StartService(ctx, name) })
 		started = true
 	}
 }

@@ -66,8 +66,13 @@ func metricsUnderModern(t *testing.T, w *world) {
 		return realnode.DialIn(ctx, netns, network, addr)
 	}}
 
-	ports := w.metricsPorts(g)
-	g.Expect(ports).To(HaveLen(6), "five kube-rbac-proxy ports of the controller and the operator's own: %v", ports)
+	// Available can be reported from the rolled Deployment's status a moment before the new
+	// controller pod is Ready (or while the old one is still listed as terminating): wait for it.
+	var ports map[string]string
+	g.Eventually(func(g Gomega) {
+		ports = w.metricsPorts(g)
+		g.Expect(ports).To(HaveLen(6), "five kube-rbac-proxy ports of the controller and the operator's own: %v", ports)
+	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 	for name, addr := range ports {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)

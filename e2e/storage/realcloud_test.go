@@ -4,10 +4,10 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,11 +32,14 @@ import (
 )
 
 // TestStorageRealCloud runs the driver the operator installs against a real OpenStack (Keystone,
-// Placement, Nova and Cinder from Debian's packages, package realcloud) instead of the fake: in
-// HyperShift mode, then in standalone mode, one world after the other on one cloud. The cloud's
+// Placement, Nova and Cinder from Debian's packages, package realcloud) instead of the fake: a
+// HyperShift world and a standalone world at the same time, on one cloud. The cloud's
 // credential is a member-role user's, as OpenShift's installer hands a cluster; volumes live in
 // Cinder's NFS backends, Nova attaches them to the guest node's server, and the cloud's
-// hypervisor stand-in gives the node a block device for each.
+// hypervisor stand-in gives the node a block device for each. Each world is a cluster of its own
+// (its own infrastructure ID, so its own volumes); where a scenario changes the cloud itself (a
+// service stopped, a zone renamed, the member's password changed) the two worlds do it in step,
+// once for both (see lockstep).
 //
 // What the file backend cannot do here stays on the fake cloud's worlds (TestStorageHyperShift,
 // TestStorageStandalone): a snapshot of a volume in use needs Nova's assisted snapshots, which the
@@ -49,52 +52,88 @@ func TestStorageRealCloud(t *testing.T) {
 		t.Skip("starts a real OpenStack and real nodes")
 	}
 	cloud := env.StartRealCloudForTest(t)
+	steps := newLockstep(lockstepWait)
+	t.Cleanup(func() {
+		if err := steps.runAfterAll(); err != nil {
+			t.Errorf("undoing a scenario's change to the shared cloud: %v", err)
+		}
+	})
+	// The worlds' subtests run side by side from goroutines, not as parallel tests, so that both
+	// run at once whatever -parallel allows: the lockstep needs both.
+	var wg sync.WaitGroup
 	for _, mode := range []string{env.ModeHyperShift, env.ModeStandalone} {
-		t.Run(mode, func(t *testing.T) {
-			realCloudScenarios(t, startWorld(t, mode, worldOptions{cloud: cloud}))
-		})
+		leave := steps.join()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer leave()
+			t.Run(mode, func(t *testing.T) {
+				realCloudScenarios(t, startWorld(t, mode, worldOptions{
+					cloud: cloud, lockstep: steps, leaveLockstep: leave, infraID: mode + "-x7k2p",
+				}))
+			})
+		}()
 	}
+	wg.Wait()
 }
 
-// realCloudScenarios run in order on a world on the real cloud; each leaves nothing in Cinder.
+// realCloudScenarios run in order on a world on the real cloud; each leaves nothing of the
+// world's in Cinder. Once one fails, the others are skipped: the world leaves the lockstep, and
+// the shared cloud's changes are the other world's alone from then on.
 func realCloudScenarios(t *testing.T, w *world) {
-	t.Run("When the operator has installed the driver against a real OpenStack with a member-role credential, it should be Available", func(t *testing.T) {
+	failed := false
+	run := func(name string, scenario func(*testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			if failed {
+				t.Skip("an earlier scenario of this world failed")
+			}
+			defer func() {
+				if t.Failed() {
+					failed = true
+					w.leaveLockstep()
+				}
+			}()
+			scenario(t)
+		})
+	}
+	defer w.leaveLockstep()
+	run("When the operator has installed the driver against a real OpenStack with a member-role credential, it should be Available", func(t *testing.T) {
 		w.waitAvailable(t)
 	})
-	t.Run("When a pod uses a claim, real Cinder should create the volume in the node's zone, real Nova attach it to the node's server and the pod keep its data; deleting the claim should leave nothing in Cinder", func(t *testing.T) {
+	run("When a pod uses a claim, real Cinder should create the volume in the node's zone, real Nova attach it to the node's server and the pod keep its data; deleting the claim should leave nothing in Cinder", func(t *testing.T) {
 		realProvisionAttachDelete(t, w)
 	})
-	t.Run("When a claim not in use grows, Cinder should extend the volume and the next pod find a larger file system with its data", func(t *testing.T) {
+	run("When a claim not in use grows, Cinder should extend the volume and the next pod find a larger file system with its data", func(t *testing.T) {
 		realExpandOffline(t, w)
 	})
-	t.Run("When a volume not in use is snapshotted, a claim restored from the snapshot should have its data", func(t *testing.T) {
+	run("When a volume not in use is snapshotted, a claim restored from the snapshot should have its data", func(t *testing.T) {
 		realSnapshotRestore(t, w)
 	})
-	t.Run("When the backup class and per-zone classes are asked for, the classes should follow Cinder's real zones, a member-role credential should get a warning that says what to ask for, and a backup snapshot should restore", func(t *testing.T) {
+	run("When the backup class and per-zone classes are asked for, the classes should follow Cinder's real zones, a member-role credential should get a warning that says what to ask for, and a backup snapshot should restore", func(t *testing.T) {
 		realBackupAndZones(t, w)
 	})
-	t.Run("When a Nova zone is renamed so that Cinder lacks it, the operator should turn topology off, a new volume should have no zone, and topology should come on again when the name comes back", func(t *testing.T) {
+	run("When a Nova zone is renamed so that Cinder lacks it, the operator should turn topology off, a new volume should have no zone, and topology should come on again when the name comes back", func(t *testing.T) {
 		realTopologyFollowsZones(t, w)
 	})
-	t.Run("When every volume zone is renamed so that no compute zone has its name, topology should go off and say why; with zone_mapping and enable_topology the per-zone classes should pin the mapped compute zones and a claim on the node's class get a volume in the mapped zone", func(t *testing.T) {
+	run("When every volume zone is renamed so that no compute zone has its name, topology should go off and say why; with zone_mapping and enable_topology the per-zone classes should pin the mapped compute zones and a claim on the node's class get a volume in the mapped zone", func(t *testing.T) {
 		realZonesDiffer(t, w)
 	})
-	t.Run("When cinder-api stops, TopologyDegraded should say so within seconds and clear within seconds of its return", func(t *testing.T) {
+	run("When cinder-api stops, TopologyDegraded should say so within seconds and clear within seconds of its return", func(t *testing.T) {
 		realCinderOutage(t, w)
 	})
-	t.Run("When nova-api stops with Prometheus watching, a volume stuck attaching should be explained with Cinder's view and alerted on, the outage should raise TopologyDegraded and its alert, and everything should clear once nova-api is back", func(t *testing.T) {
-		// The unreachable alert's five minutes are waited out in one mode; in the other it is
-		// seen pending (its rule's timing is promtool's to test, e2e/monitoring).
-		realNovaOutageAlerts(t, w, w.Env.Mode == env.ModeHyperShift)
+	run("When nova-api stops with Prometheus watching, a volume stuck attaching should be explained with Cinder's view and alerted on, the outage should raise TopologyDegraded and its alert, and everything should clear once nova-api is back; an OpenStack outage of five minutes should fire the unreachable alert and resolve it", func(t *testing.T) {
+		realNovaOutageAlerts(t, w)
 	})
-	t.Run("When the credentials rotate with a volume in use from the member's password to an application credential and the password is then changed, only the controller should roll, the volume should stay usable, nothing should fail and no credential should reach the guest", func(t *testing.T) {
+	run("When the credentials rotate with a volume in use from the member's password to an application credential and the password is then changed, only the controller should roll, the volume should stay usable, nothing should fail and no credential should reach the guest", func(t *testing.T) {
 		realRotation(t, w)
 	})
-	t.Run("When the credential may list Cinder's services, the backup warning should follow cinder-backup: clear while it is up, raised when the backup zone has none or it stops", func(t *testing.T) {
+	run("When the credential may list Cinder's services, the backup warning should follow cinder-backup: clear while it is up, raised when the backup zone has none or it stops", func(t *testing.T) {
 		realBackupWarning(t, w)
 	})
+	// The last change of the shared cloud is behind: the other world need not wait for this one.
+	w.leaveLockstep()
 	if w.Env.Mode == env.ModeHyperShift {
-		t.Run("When the upstream external-storage suite's CI subset runs against the driver on the real cloud, it should pass and leave nothing in Cinder", func(t *testing.T) {
+		run("When the upstream external-storage suite's CI subset runs against the driver on the real cloud, it should pass and leave nothing in Cinder", func(t *testing.T) {
 			upstreamSubset(t, w)
 		})
 	}
@@ -156,8 +195,9 @@ func (w *world) writeDetached(t testing.TB, ns, claimName, class string) (string
 	return token, pv
 }
 
-// cinderSnapshotIDs lists the IDs of the project's Cinder snapshots and backups.
-func cinderSnapshotIDs(g Gomega, c *gophercloud.ServiceClient) []string {
+// cinderSnapshotIDs lists the IDs of the project's Cinder snapshots and backups; with cluster set,
+// only those the driver tagged with that cluster ID, as it tags both.
+func cinderSnapshotIDs(g Gomega, c *gophercloud.ServiceClient, cluster string) []string {
 	ctx := context.Background()
 	var ids []string
 	pages, err := snapshots.List(c, snapshots.ListOpts{}).AllPages(ctx)
@@ -165,14 +205,21 @@ func cinderSnapshotIDs(g Gomega, c *gophercloud.ServiceClient) []string {
 	snaps, err := snapshots.ExtractSnapshots(pages)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, s := range snaps {
-		ids = append(ids, s.ID)
+		if cluster == "" || s.Metadata[clusterTag] == cluster {
+			ids = append(ids, s.ID)
+		}
 	}
-	pages, err = backups.List(c, backups.ListOpts{}).AllPages(ctx)
+	// A backup's metadata is in its detailed listing from microversion 3.43 on.
+	withMetadata := *c
+	withMetadata.Microversion = "3.43"
+	pages, err = backups.ListDetail(&withMetadata, backups.ListDetailOpts{}).AllPages(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	bks, err := backups.ExtractBackups(pages)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, b := range bks {
-		ids = append(ids, b.ID)
+		if cluster == "" || b.Metadata != nil && (*b.Metadata)[clusterTag] == cluster {
+			ids = append(ids, b.ID)
+		}
 	}
 	return ids
 }
@@ -187,8 +234,8 @@ func cinderVolume(g Gomega, c *gophercloud.ServiceClient, id string) (*volumes.V
 	return v, true
 }
 
-// expectCinderClean waits until the cluster has nothing left in Cinder: no volume tagged with its
-// cluster ID, no snapshot and no backup of the project. The servers' boot volumes carry no tag.
+// expectCinderClean waits until the cluster has nothing left in Cinder: no volume, snapshot or
+// backup tagged with its cluster ID. The servers' boot volumes carry no tag.
 func (w *world) expectCinderClean(t testing.TB) {
 	t.Helper()
 	defer took(t, "nothing of the cluster left in Cinder")()
@@ -206,7 +253,7 @@ func (w *world) expectCinderClean(t testing.TB) {
 			}
 		}
 		g.Expect(left).To(BeEmpty(), "volumes of the cluster left in Cinder")
-		g.Expect(cinderSnapshotIDs(g, c)).To(BeEmpty(), "snapshots or backups left in Cinder")
+		g.Expect(cinderSnapshotIDs(g, c, w.InfraID)).To(BeEmpty(), "snapshots or backups of the cluster left in Cinder")
 	}).WithTimeout(goneTimeout).WithPolling(2 * time.Second).Should(Succeed())
 }
 
@@ -354,8 +401,11 @@ func realTopologyFollowsZones(t *testing.T, w *world) {
 	zones := w.Cloud.ComputeZones()
 	renamed := zones[1] + "-compute"
 	off := took(t, "topology turned off after the rename")
-	g.Expect(w.Cloud.SetComputeZone(ctx, 1, renamed)).To(Succeed())
+	w.cloudChange(t, "rename compute zone "+zones[1], func() error { return w.Cloud.SetComputeZone(ctx, 1, renamed) })
 	t.Cleanup(func() {
+		if w.Cloud.ComputeZones()[1] == zones[1] {
+			return
+		}
 		if err := w.Cloud.SetComputeZone(ctx, 1, zones[1]); err != nil {
 			t.Errorf("naming the compute zone back: %v", err)
 		}
@@ -372,7 +422,7 @@ func realTopologyFollowsZones(t *testing.T, w *world) {
 	w.runToEnd(t, w.pod(ns, "unzoned", "unzoned", "true", corev1.RestartPolicyNever))
 	g.Expect(pvZones(w.waitBound(t, ns, "unzoned"))).To(BeEmpty(), "with topology off the PV has no zone")
 	on := took(t, "topology turned on after the name came back")
-	g.Expect(w.Cloud.SetComputeZone(ctx, 1, zones[1])).To(Succeed())
+	w.cloudChange(t, "name compute zone "+zones[1]+" back", func() error { return w.Cloud.SetComputeZone(ctx, 1, zones[1]) })
 	g.Eventually(func(g Gomega) {
 		g.Expect(w.driverTopology(g)).To(Equal("true"))
 	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
@@ -416,12 +466,13 @@ func realRotation(t *testing.T, w *world) {
 	ns := w.realNamespace(t, "real-rotation")
 	inUse := w.volumeInUse(t, ns)
 
-	g.Expect(w.Cloud.AllowServiceListing(ctx, true)).To(Succeed())
+	w.cloudChange(t, "let the member list Cinder's services", func() error {
+		w.afterCloud(func() error { return w.Cloud.AllowServiceListing(ctx, false) })
+		return w.Cloud.AllowServiceListing(ctx, true)
+	})
 	cred, id, err := w.Cloud.NewAppCredential(ctx, "rotated-"+w.Env.Mode)
 	g.Expect(err).NotTo(HaveOccurred())
-	w.cleanupAfterWorld(func() error {
-		return errors.Join(w.Cloud.AllowServiceListing(ctx, false), w.Cloud.DeleteAppCredential(ctx, id))
-	})
+	w.cleanupAfterWorld(func() error { return w.Cloud.DeleteAppCredential(ctx, id) })
 	rotated := took(t, "controller rolled after the rotation")
 	w.setCloud(t, cred)
 	g.Eventually(func(g Gomega) {
@@ -432,7 +483,9 @@ func realRotation(t *testing.T, w *world) {
 	g.Expect(w.daemonSet(g).Generation).To(Equal(nodeBefore.Generation), "the node plugin does not roll")
 
 	// The old credential goes: nothing uses it any more, so nothing fails.
-	g.Expect(w.Cloud.SetMemberPassword(ctx, fmt.Sprintf("changed-%d", time.Now().UnixNano()))).To(Succeed())
+	w.cloudChange(t, "change the member's password", func() error {
+		return w.Cloud.SetMemberPassword(ctx, fmt.Sprintf("changed-%d", time.Now().UnixNano()))
+	})
 	g.Expect(w.Guest.Create(ctx, claim(ns, "after", "", "1Gi"))).To(Succeed())
 	w.runToEnd(t, w.pod(ns, "after", "after", "true", corev1.RestartPolicyNever))
 	w.waitBound(t, ns, "after")
@@ -485,7 +538,6 @@ func (w *world) setCloud(t testing.TB, cloud clouds.Cloud) {
 
 // realBackupWarning runs on the credential realRotation left, which may list Cinder's services.
 func realBackupWarning(t *testing.T, w *world) {
-	ctx := context.Background()
 	g := NewWithT(t)
 	config := map[string]string{names.KeyBackupSnapshotClass: "true"}
 	w.setUserConfig(t, config)
@@ -508,16 +560,9 @@ func realBackupWarning(t *testing.T, w *world) {
 	w.setUserConfig(t, config)
 	expect(operatorv1.ConditionFalse, names.ReasonAsExpected)
 
-	g.Expect(w.Cloud.StopService(realcloud.ServiceCinderBackup)).To(Succeed())
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = w.Cloud.StartService(ctx, realcloud.ServiceCinderBackup)
-		}
-	})
+	startAgain := w.stopService(t, realcloud.ServiceCinderBackup)
 	// Cinder calls a service down once its heartbeats stop for service_down_time.
 	expect(operatorv1.ConditionTrue, names.ReasonNoBackupService)
-	g.Expect(w.Cloud.StartService(ctx, realcloud.ServiceCinderBackup)).To(Succeed())
-	restarted = true
+	startAgain()
 	expect(operatorv1.ConditionFalse, names.ReasonAsExpected)
 }

@@ -71,7 +71,7 @@ func realZonesDiffer(t *testing.T, w *world) {
 	t.Cleanup(func() { degraded.Stop() })
 
 	off := took(t, "topology turned off after the volume zones were renamed")
-	g.Expect(w.Cloud.SetVolumeZones(ctx, renamed)).To(Succeed())
+	w.cloudChange(t, "rename every volume zone", func() error { return w.Cloud.SetVolumeZones(ctx, renamed) })
 	w.logZoneListings(t)
 	g.Eventually(func(g Gomega) {
 		c := w.condition(g, names.ConditionTopologyDegraded)
@@ -169,7 +169,7 @@ func realZonesDiffer(t *testing.T, w *world) {
 	gone()
 
 	back := took(t, "the names back, the configuration removed and topology detected on")
-	g.Expect(w.Cloud.SetVolumeZones(ctx, volume)).To(Succeed())
+	w.cloudChange(t, "name the volume zones back", func() error { return w.Cloud.SetVolumeZones(ctx, volume) })
 	w.logZoneListings(t)
 	w.setUserConfig(t, map[string]string{})
 	g.Eventually(func(g Gomega) {

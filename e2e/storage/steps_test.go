@@ -57,7 +57,7 @@ func (w *world) snapshotWith(t testing.TB, ns, name, claimName, class string) st
 		g.Expect(content.Status.SnapshotHandle).NotTo(BeNil())
 		var ids []string
 		if cinder != nil {
-			ids = cinderSnapshotIDs(g, cinder)
+			ids = cinderSnapshotIDs(g, cinder, "")
 		}
 		if w.OpenStack != nil {
 			for _, s := range w.OpenStack.Snapshots() {

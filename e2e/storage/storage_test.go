@@ -48,16 +48,34 @@ import (
 // the upstream suite's (make test's last phase) and run-local's, and the integration tests' on
 // simulated nodes.
 //
-// The three worlds of this package (these two and TestStorageRealCloud's) run side by side: each
-// has clusters and nodes of its own, and their scenarios mostly wait on pods and volumes.
+// These two worlds take turns (fakeCloudTurn), beside TestStorageRealCloud's two, which run
+// together: each world has clusters and nodes of its own, and their scenarios mostly wait on pods
+// and volumes, but on two cores four worlds at once would mostly add contention.
 func TestStorageHyperShift(t *testing.T) {
 	t.Parallel()
+	takeFakeCloudTurn(t)
 	run(t, startWorld(t, env.ModeHyperShift, worldOptions{fromCSIOperator: true}), false)
 }
 
 func TestStorageStandalone(t *testing.T) {
 	t.Parallel()
+	takeFakeCloudTurn(t)
 	run(t, startWorld(t, env.ModeStandalone, worldOptions{fromCSIOperator: true}), true)
+}
+
+// fakeCloudTurn is held by the fake cloud's world that runs. The three tests are parallel, and
+// go test -parallel lets all three run: were two of them let run by a slot count instead, which
+// two would be go test's choice, and the real cloud's, the longest, might wait for a fake one.
+var fakeCloudTurn = make(chan struct{}, 1)
+
+// takeFakeCloudTurn waits for the fake cloud's turn and gives it back when t ends.
+func takeFakeCloudTurn(t *testing.T) {
+	start := time.Now()
+	fakeCloudTurn <- struct{}{}
+	t.Cleanup(func() { <-fakeCloudTurn })
+	if waited := time.Since(start); waited > time.Second {
+		t.Logf("Waited %s for the other fake-cloud world", waited.Round(time.Second))
+	}
 }
 
 // run takes the world over from csi-operator by the image swap and hands the operator to its
@@ -255,9 +273,6 @@ func removedInUse(t *testing.T, w *world) {
 // volumes can be found and cleaned up after it is gone.
 const clusterTag = "cinder.csi.openstack.org/cluster"
 
-// zoneKey is the topology key of the driver's node labels and PV node affinity.
-const zoneKey = "topology.cinder.csi.openstack.org/zone"
-
 // pvZones lists the zones a PV's node affinity allows.
 func pvZones(pv *corev1.PersistentVolume) []string {
 	var zones []string
@@ -266,7 +281,7 @@ func pvZones(pv *corev1.PersistentVolume) []string {
 	}
 	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
 		for _, e := range term.MatchExpressions {
-			if e.Key == zoneKey {
+			if e.Key == names.TopologyKey {
 				zones = append(zones, e.Values...)
 			}
 		}

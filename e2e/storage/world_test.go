@@ -67,6 +67,10 @@ type world struct {
 	Cloud *realcloud.Cloud
 
 	operatorBinary string
+	// lockstep keeps the world in step with the others on a shared real cloud (nil: the world
+	// has its cloud to itself); leaveLockstep takes it out.
+	lockstep      *lockstep
+	leaveLockstep func()
 	// afterWorld runs when the world's test ends, before the environment stops: undoing what a
 	// scenario changed in a cloud the world shares with others.
 	afterWorld []func() error
@@ -85,6 +89,14 @@ type worldOptions struct {
 	// cloud, when set, is the world's OpenStack instead of the fake: a real one started by
 	// env.StartRealCloud, which the world shares with others.
 	cloud *realcloud.Cloud
+	// lockstep, when set, keeps the world in step with the others on cloud: they run at the
+	// same time and make the changes of the shared cloud together. The world has joined it
+	// already; leaveLockstep takes it out.
+	lockstep      *lockstep
+	leaveLockstep func()
+	// infraID is the cluster's infrastructure ID, its volumes' tag (default env.DefaultInfraID):
+	// worlds that share a cloud at the same time take one each.
+	infraID string
 }
 
 // startWorld starts an environment of mode on real nodes and, unless o.fromCSIOperator, the
@@ -110,14 +122,19 @@ func startWorld(t testing.TB, mode string, o worldOptions) *world {
 		t.Fatalf("operator binary: %v (run `make build`)", err)
 	}
 	envStart := time.Now()
-	opts := env.Options{Mode: mode, RealNodes: &env.RealNodeOptions{BinDir: bin}, RealCloud: o.cloud}
+	if o.leaveLockstep != nil {
+		// A world that fails to start, or ends, holds the others up no longer.
+		t.Cleanup(o.leaveLockstep)
+	}
+	opts := env.Options{Mode: mode, RealNodes: &env.RealNodeOptions{BinDir: bin}, RealCloud: o.cloud, InfraID: o.infraID}
 	e := env.StartForTest(t, opts)
 	w := &world{
 		Mgmt: e.MgmtClient, Guest: e.GuestClient, Namespace: e.Namespace,
 		OpenStack: e.OpenStack, Cloud: o.cloud, OpenStackURL: e.Real.OpenStackURL, Disks: e.Real.Disks,
 		GuestNode: e.Real.GuestNode.Name(), GuestServerID: e.Real.GuestServerID,
-		InfraID: env.DefaultInfraID, Zone: e.Zone(), Toolbox: e.Real.Images[imagetars.Toolbox].Ref,
+		InfraID: e.InfraID(), Zone: e.Zone(), Toolbox: e.Real.Images[imagetars.Toolbox].Ref,
 		EnvUp: time.Since(envStart), OperatorNamespace: e.Namespace, Env: e, operatorBinary: operator,
+		lockstep: o.lockstep, leaveLockstep: o.leaveLockstep,
 	}
 	t.Cleanup(func() {
 		if w.Operator != nil {
