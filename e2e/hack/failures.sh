@@ -2,8 +2,9 @@
 # Prints what failed in a go test output, short enough to stand at the end of a long log: the
 # first data race report, each failed assertion (a Gomega failure: "<file>_test.go:<n>:" ending
 # its line, then its indented message), panics (the first with the stack of its goroutine), the
-# --- FAIL lines, and for each failed test the last lines it logged from a test file (where a
-# t.Fatalf with a message of its own is).
+# --- FAIL lines, what a test logged to say why it failed (a line "<file>_test.go:<n>: WHY: ..."
+# and the indented lines under it), and for each failed test the last lines it logged from a
+# test file (where a t.Fatalf with a message of its own is).
 #
 # Usage: failures.sh <go test output file>
 set -uo pipefail
@@ -33,6 +34,12 @@ awk '
     if (RLENGTH > indent && msgLines < 25) { print; msgLines++; next }
     msg = 0
   }
+  why > 0 {
+    match($0, /^ */)
+    if (RLENGTH > whyIndent && whyLines < 45) { print; whyLines++; next }
+    why = 0
+  }
+  /_test\.go:[0-9]+: WHY: / { print; match($0, /^ */); whyIndent = RLENGTH; why = 1; whyLines = 0; next }
   /^=== (RUN|NAME|CONT) / { cur = $3; next }
   /^WARNING: DATA RACE$/ && race == 0 { race = 1; raceLines = 0; print "=================="; print; next }
   /_test\.go:[0-9]+: *$/ {

@@ -127,6 +127,7 @@ func (w *world) runToEnd(t testing.TB, p *corev1.Pod) string {
 func (w *world) waitTerminated(t testing.TB, p *corev1.Pod) string {
 	t.Helper()
 	ctx := context.Background()
+	defer w.explainPod(t, p.Namespace, p.Name)
 	var msg string
 	NewWithT(t).Eventually(func(g Gomega) {
 		got := &corev1.Pod{}
@@ -153,6 +154,7 @@ func (w *world) startRunning(t testing.TB, p *corev1.Pod) {
 func (w *world) waitRunning(t testing.TB, p *corev1.Pod, timeout time.Duration) {
 	t.Helper()
 	ctx := context.Background()
+	defer w.explainPod(t, p.Namespace, p.Name)
 	g := NewWithT(t)
 	g.Eventually(func(g Gomega) {
 		got := &corev1.Pod{}
@@ -170,6 +172,7 @@ func (w *world) deletePod(t testing.TB, ns, name string) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	defer w.explainPod(t, ns, name)
 	g.Expect(client.IgnoreNotFound(w.Guest.Delete(ctx, p))).To(Succeed())
 	g.Eventually(func() error {
 		return w.Guest.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
