@@ -11,9 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // SuiteOptions say what to run of the suite and where its files go; everything but the
@@ -171,11 +173,30 @@ func (s *Suite) Run(ctx context.Context, e *env.Env) (Summary, error) {
 	cmd.Stdout = io.MultiWriter(s.opts.Output, log)
 	cmd.Stderr = cmd.Stdout
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(s.opts.Kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	// Interrupted, the suite gets time to clean up its namespaces before the environment goes.
+	// Cancelled, the suite gets time to clean up its namespaces before the environment goes.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
 	cmd.WaitDelay = time.Minute
+	// ginkgo runs e2e.test workers of its own: in a process group of their own, they can all be
+	// ended at once. An interrupted test binary cancels no context (procs.OnInterrupt), so there
+	// the group is killed from the interrupt: without it, a Ctrl-C of make test left ginkgo and
+	// its workers running against an environment that was gone. ginkgo also dies with the
+	// binary (Pdeathsig).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
-	runErr := cmd.Run()
+	runErr := cmd.Start()
+	if runErr == nil {
+		pgid := cmd.Process.Pid
+		forget := func() {}
+		if testing.Testing() {
+			forget = procs.OnInterrupt("the upstream suite (process group "+strconv.Itoa(pgid)+")", func() {
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			})
+		}
+		runErr = cmd.Wait()
+		forget()
+		// Workers that outlived ginkgo would hold the environment's files open.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
 	took := time.Since(start)
 	sum, sumErr := Summarize(reportDir)
 	sum.Took, sum.ReportDir = took, reportDir
