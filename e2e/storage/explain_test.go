@@ -76,8 +76,8 @@ func (w *world) explainPod(t testing.TB, ns, name string) {
 	w.logNodePluginTail(ctx, t, p.Spec.NodeName)
 }
 
-// linesNaming returns the last max lines of the file at path that contain any of needles.
-func linesNaming(path string, needles []string, max int) string {
+// linesNaming returns the last limit lines of the file at path that contain any of needles.
+func linesNaming(path string, needles []string, limit int) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Sprintf("(cannot read: %v)", err)
@@ -95,8 +95,8 @@ func linesNaming(path string, needles []string, max int) string {
 			}
 		}
 	}
-	if len(found) > max {
-		found = found[len(found)-max:]
+	if len(found) > limit {
+		found = found[len(found)-limit:]
 	}
 	if len(found) == 0 {
 		return "(none)"

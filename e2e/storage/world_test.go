@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/csioperator"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
@@ -26,6 +28,10 @@ var (
 	operatorBinary = flag.String("operator", "../../bin/cinder-csi-operator", "cinder-csi-operator binary")
 	binDir         = flag.String("bin", "../../bin", "directory of the kubelet and operand binaries (make operand-images)")
 )
+
+// The tests' own controller-runtime clients log nothing worth reading; without a logger,
+// controller-runtime prints a warning with a stack instead, in the middle of the scenarios.
+func init() { ctrllog.SetLogger(logr.Discard()) }
 
 // topologyRecheck shortens the operator's zone re-detection so that the topology scenario sees
 // a zone change within seconds; production keeps its default.
