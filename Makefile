@@ -81,7 +81,8 @@ endef
 REALNODE_HOST_PACKAGES ?= containerd runc containernetworking-plugins iproute2 iptables ipset util-linux mount
 # Four worlds: the fake cloud's two (the take-over) and the real cloud's two (both modes at once on
 # one cloud, in step where they change it). Three parallel tests: the real cloud's worlds beside
-# the fake's two, which take turns (e2e/storage), each world with clusters and nodes of its own.
+# the fake's two, which take turns, the second starting early once a real-cloud world has ended
+# (e2e/storage), each world with clusters and nodes of its own.
 # Each HyperShift world ends with the upstream suite's CI subset (its reports under
 # EXTERNAL_STORAGE_OUT/storage). On two cores the worlds' control planes and the cloud keep the
 # processors busy, so more at once would mostly add contention.

@@ -66,6 +66,7 @@ func TestStorageRealCloud(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer realCloudWorldEnded()
 			defer leave()
 			t.Run(mode, func(t *testing.T) {
 				realCloudScenarios(t, startWorld(t, mode, worldOptions{

@@ -48,34 +48,19 @@ import (
 // the upstream suite's (make test's last phase) and run-local's, and the integration tests' on
 // simulated nodes.
 //
-// These two worlds take turns (fakeCloudTurn), beside TestStorageRealCloud's two, which run
-// together: each world has clusters and nodes of its own, and their scenarios mostly wait on pods
-// and volumes, but on two cores four worlds at once would mostly add contention.
+// These two worlds take turns beside TestStorageRealCloud's two (see takeFakeCloudTurn): each
+// world has clusters and nodes of its own, and their scenarios mostly wait on pods and volumes,
+// but on two cores four worlds at once would mostly add contention.
 func TestStorageHyperShift(t *testing.T) {
 	t.Parallel()
-	takeFakeCloudTurn(t)
+	takeFakeCloudTurn(t, true)
 	run(t, startWorld(t, env.ModeHyperShift, worldOptions{fromCSIOperator: true}), false)
 }
 
 func TestStorageStandalone(t *testing.T) {
 	t.Parallel()
-	takeFakeCloudTurn(t)
+	takeFakeCloudTurn(t, false)
 	run(t, startWorld(t, env.ModeStandalone, worldOptions{fromCSIOperator: true}), true)
-}
-
-// fakeCloudTurn is held by the fake cloud's world that runs. The three tests are parallel, and
-// go test -parallel lets all three run: were two of them let run by a slot count instead, which
-// two would be go test's choice, and the real cloud's, the longest, might wait for a fake one.
-var fakeCloudTurn = make(chan struct{}, 1)
-
-// takeFakeCloudTurn waits for the fake cloud's turn and gives it back when t ends.
-func takeFakeCloudTurn(t *testing.T) {
-	start := time.Now()
-	fakeCloudTurn <- struct{}{}
-	t.Cleanup(func() { <-fakeCloudTurn })
-	if waited := time.Since(start); waited > time.Second {
-		t.Logf("Waited %s for the other fake-cloud world", waited.Round(time.Second))
-	}
 }
 
 // run takes the world over from csi-operator by the image swap and hands the operator to its
