@@ -151,18 +151,25 @@ test: ## Run unit and integration tests (race detector on), e2e tests, real stor
 	@mkdir -p $(dir $(FAILURES)) && rm -f $(FAILURES)
 	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(TEST_STEPS),$(SIMULATED_STEPS) prometheus)
 	@$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
-	@e2e/hack/beside.sh $(BIN)/test-logs/harness-integration.log "3/6 harness and integration tests (race detector)" \
-	  $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -Ev '$(HOST_LOCK_PKGS)') \
-	  -- $(MAKE) --no-print-directory test-after-integration $(BUILT)
+	@e2e/hack/beside.sh $(BIN)/test-logs/beside-real-nodes.log "3-4/6 the tests on local clusters, beside the real-node phases" \
+	  $(MAKE) --no-print-directory test-beside-real-nodes $(BUILT) \
+	  -- $(MAKE) --no-print-directory test-real-node-phases $(BUILT)
 
-# The phases of test that run while its harness and integration tests (phase 3) run beside them:
-# those tests start API servers and wait (idle windows, outages, rollouts on simulated nodes), the
-# real-node phases mostly wait on pods and volumes, so on two cores together they take little more
-# than the longer of the two. The real-node harness package takes the host-wide real-node lock, so
-# it runs here, in sequence with the other real-node phases, rather than beside them.
-.PHONY: test-after-integration
-test-after-integration:
-	@$(PHASE) "4/6 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e
+# The phases of test on local clusters, which run beside its real-node phases: those tests start
+# API servers and wait (idle windows, outages, rollouts on simulated nodes), the real-node phases
+# mostly wait on pods and volumes, so on two cores together they take little more than the
+# longer of the two, the real-node phases. Both run even when the first fails.
+.PHONY: test-beside-real-nodes
+test-beside-real-nodes:
+	@rc=0; \
+	$(PHASE) "3/6 harness and integration tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -Ev '$(HOST_LOCK_PKGS)') || rc=$$?; \
+	$(PHASE) "4/6 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e || rc=$$?; \
+	exit $$rc
+
+# The real-node phases of test. The real-node harness package takes the host-wide real-node
+# lock, so it runs here, in sequence with the storage phase, rather than beside it.
+.PHONY: test-real-node-phases
+test-real-node-phases:
 	@$(PHASE) "5/6 real-node harness tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -E '$(HOST_LOCK_PKGS)')
 	@$(PHASE) "6/6 storage on real nodes, both modes, on the fake and on a real OpenStack, with the upstream suite's CI subset on each cloud" $(MAKE) --no-print-directory test-storage
 

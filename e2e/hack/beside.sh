@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Runs one phase of a long make target beside the phases that follow it: the background phase's
+# Runs phases of a long make target beside the phases that follow them: the background command's
 # output goes to a log file and is shown whole once the foreground command has ended (so the two
-# never interleave), and the script fails when either failed. It is for a phase that mostly waits
+# never interleave), and the script fails when either failed. It is for phases that mostly wait
 # (the integration tests' idle windows, outages and rollouts) next to phases that also mostly wait
-# (real nodes starting pods and attaching volumes), on a machine with few cores.
+# (real nodes starting pods and attaching volumes), on a machine with few cores. Each side runs
+# its own numbered phases (phase.sh), which say what failed.
 #
 # Interrupted or killed, it stops the background phase's whole process group with it.
 #
@@ -19,13 +20,18 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do bg+=("$1"); shift; done
   exit 2
 }
 shift
-hack=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$(dirname "$log")"
 
 echo "==> $name: started beside what follows; its output is in $log and is shown when they end"
 # A process group of its own, so that an interrupt stops every test process it started.
 set -m
-"$hack/phase.sh" "$name" "${bg[@]}" >"$log" 2>&1 &
+{
+  start=$SECONDS
+  "${bg[@]}"
+  rc=$?
+  echo "==> $name: ended (exit code $rc) after $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s"
+  exit $rc
+} >"$log" 2>&1 &
 bg_pid=$!
 set +m
 stop_bg() { kill -TERM -- "-$bg_pid" 2>/dev/null; wait "$bg_pid" 2>/dev/null; }
