@@ -35,6 +35,10 @@ func OnInterrupt(what string, stop func()) (cancel func()) {
 		go func() {
 			sig := <-sigs
 			signal.Stop(sigs)
+			// The same signal may have ended what reads the binary's output (go test, make, a
+			// shell's pipe): a write to that pipe would then kill the binary with SIGPIPE, and
+			// the stops with it, at the first line they print.
+			signal.Ignore(syscall.SIGPIPE)
 			os.Exit(runInterruptStops(sig))
 		}()
 	})

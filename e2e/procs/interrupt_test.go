@@ -39,10 +39,35 @@ func interruptChild(dir string) {
 }
 
 func TestOnInterrupt(t *testing.T) {
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), interruptChildEnv+"="+dir)
-	out, err := cmd.CombinedOutput()
+	t.Run("When the binary is interrupted, it should run the stops not cancelled and exit as interrupted", func(t *testing.T) {
+		dir := t.TempDir()
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), interruptChildEnv+"="+dir)
+		out, err := cmd.CombinedOutput()
+		expectInterrupted(t, dir, err, out)
+	})
+	t.Run("When what reads the binary's output is gone, it should still run the stops", func(t *testing.T) {
+		// As when a Ctrl-C ends go test before the test binary: its output is a pipe with no
+		// reader, and the stops print.
+		dir := t.TempDir()
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = r.Close()
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), interruptChildEnv+"="+dir)
+		cmd.Stdout, cmd.Stderr = w, w
+		err = cmd.Run()
+		_ = w.Close()
+		expectInterrupted(t, dir, err, []byte("(its output went to a pipe without a reader)"))
+	})
+}
+
+// expectInterrupted checks that the child ended as interrupted, with the stops of interruptChild
+// run or not as registered.
+func expectInterrupted(t *testing.T, dir string, err error, out []byte) {
+	t.Helper()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != interruptExitCode {
 		t.Fatalf("the interrupted binary ended with %v, want exit code %d; it printed:\n%s", err, interruptExitCode, out)
