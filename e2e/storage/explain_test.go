@@ -19,11 +19,11 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
-// explainPod logs, when t has failed, under "WHY:" (which make test's failure summary copies),
-// what a pod that would not start, end or go was waiting on:
+// explainPod logs, when t has failed, what a pod that would not start, end or go was waiting on:
 // its status and events, the guest node's kubelet log lines about it and its volumes, and the
-// end of the node plugin's log on that node. A CI run keeps only the test's output, and the
-// environment (with every log in it) goes with the test, so the output must say it.
+// end of the node plugin's log on that node, each under "WHY:", which make test's failure
+// summary copies. A CI run keeps only the test's output, and the environment (with every log in
+// it) goes with the test, so the output must say it.
 //
 // Call it deferred, before the wait that may fail: a failed Gomega assertion ends the test's
 // goroutine, and only deferred calls still run.
