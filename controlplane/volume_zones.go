@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -86,7 +87,8 @@ type volumeCounter struct {
 
 	mu      sync.Mutex
 	started bool
-	// zoneOf is the zone of each of the driver's volumes, by name; count the volumes by zone.
+	// zoneOf is the zone of each of the driver's volumes, by name; count the volumes by zone,
+	// only zones that have some.
 	zoneOf map[string]string
 	count  map[string]int
 }
@@ -134,47 +136,41 @@ func (v *volumeCounter) watch(ctx context.Context, guest client.Client, c cache.
 }
 
 // OnAdd, OnUpdate and OnDelete make volumeCounter the informer's event handler.
-func (v *volumeCounter) OnAdd(obj any, _ bool) { v.update(obj) }
+func (v *volumeCounter) OnAdd(obj any, _ bool) { v.update(obj, false) }
 
-func (v *volumeCounter) OnUpdate(_, obj any) { v.update(obj) }
+func (v *volumeCounter) OnUpdate(_, obj any) { v.update(obj, false) }
 
 func (v *volumeCounter) OnDelete(obj any) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	pv, ok := obj.(*corev1.PersistentVolume)
-	if !ok {
-		return
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if old, had := v.zoneOf[pv.Name]; had {
-		delete(v.zoneOf, pv.Name)
-		v.count[old]--
-		v.publishLocked()
-	}
+	v.update(obj, true)
 }
 
-func (v *volumeCounter) update(obj any) {
+// update counts a PersistentVolume in the zone it now requires, or no longer once it is gone or
+// not the driver's, and records the counts when they changed.
+func (v *volumeCounter) update(obj any, gone bool) {
 	pv, ok := obj.(*corev1.PersistentVolume)
 	if !ok {
 		return
 	}
 	zone, ours := volumeZone(pv)
+	ours = ours && !gone
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	old, had := v.zoneOf[pv.Name]
-	switch {
-	case had && ours && old == zone:
+	if !had && !ours || had && ours && old == zone {
 		return
-	case had:
-		v.count[old]--
+	}
+	if had {
+		delete(v.zoneOf, pv.Name)
+		if v.count[old]--; v.count[old] == 0 {
+			delete(v.count, old)
+		}
 	}
 	if ours {
 		v.zoneOf[pv.Name] = zone
 		v.count[zone]++
-	} else {
-		delete(v.zoneOf, pv.Name)
 	}
 	v.publishLocked()
 }
@@ -182,13 +178,7 @@ func (v *volumeCounter) update(obj any) {
 // publishLocked records the counts: the zones in name order up to metrics.MaxVolumeZones keep
 // their name, the volumes of the others are counted under metrics.OtherZones.
 func (v *volumeCounter) publishLocked() {
-	zones := make([]string, 0, len(v.count))
-	for z, n := range v.count {
-		if n > 0 {
-			zones = append(zones, z)
-		}
-	}
-	slices.Sort(zones)
+	zones := slices.Sorted(maps.Keys(v.count))
 	out := map[string]int{}
 	for i, z := range zones {
 		label := z
