@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -104,21 +103,11 @@ func threadStates(pid int) ([]byte, error) {
 		if err != nil {
 			continue
 		}
-		if s, ok := statState(string(b)); ok {
+		if s, ok := procs.StatState(string(b)); ok {
 			states = append(states, s)
 		}
 	}
 	return states, nil
-}
-
-// statState returns the state field of a /proc stat line: the first field after the command,
-// which is in parentheses and may itself hold spaces and parentheses.
-func statState(stat string) (byte, bool) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 || i+2 >= len(stat) {
-		return 0, false
-	}
-	return stat[i+2], true
 }
 
 // stoppedState says whether a thread state letter is a stop: by a signal (T) or, for a traced

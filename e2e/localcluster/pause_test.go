@@ -9,23 +9,6 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-func TestStatState(t *testing.T) {
-	g := NewWithT(t)
-	for stat, want := range map[string]byte{
-		"42 (kube-apiserver) S 1 42 42 0 -1":  'S',
-		"42 (odd (name) here) T 1 42 42 0 -1": 'T',
-		"42 (x) R 1":                          'R',
-	} {
-		got, ok := statState(stat)
-		g.Expect(ok).To(BeTrue(), stat)
-		g.Expect(got).To(Equal(want), stat)
-	}
-	for _, bad := range []string{"", "42 (x)", "42 no parenthesis S"} {
-		_, ok := statState(bad)
-		g.Expect(ok).To(BeFalse(), bad)
-	}
-}
-
 // A process sent SIGSTOP is seen stopped in every thread, and running again after SIGCONT: what
 // Pause waits for.
 func TestThreadStatesFollowStopAndContinue(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // requestIDPattern matches an OpenStack request ID, as faults and API errors quote it.
@@ -57,7 +59,7 @@ func linesAbout(path string, ids []string) []string {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if names(line, ids) {
+		if procs.Mentions(line, ids) {
 			groups = append(groups, []string{line})
 			follow = ""
 			if pid, level := osloFields(line); level == "ERROR" {
@@ -79,15 +81,6 @@ func linesAbout(path string, ids []string) []string {
 		out = append(out, g...)
 	}
 	return out
-}
-
-func names(line string, ids []string) bool {
-	for _, id := range ids {
-		if strings.Contains(line, id) {
-			return true
-		}
-	}
-	return false
 }
 
 // osloFields returns the process ID and level of an oslo.log line ("<date> <time> <pid>

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // The cgroups of a node. Every process of a node (kubelet, containerd, the runc shims and every
@@ -196,9 +198,8 @@ func exitedOrZombie(pid int) bool {
 	if err != nil {
 		return true
 	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
+	state, ok := procs.StatState(string(data))
+	return !ok || state == 'Z' || state == 'X'
 }
 
 // freeze asks the freezer to stop the cgroup and waits briefly until it has; a cgroup that does

@@ -3,10 +3,8 @@
 package storage
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -71,37 +70,13 @@ func (w *world) explainPod(t testing.TB, ns, name string) {
 	}
 	if w.Env.Real != nil && w.Env.Real.GuestNode != nil {
 		path := w.Env.Real.GuestNode.LogPath("kubelet")
-		t.Logf("WHY: kubelet log lines of node %s about %s:\n%s", p.Spec.NodeName, strings.Join(needles, ", "), linesNaming(path, needles, 40))
+		lines := procs.LogLinesNaming(path, needles, 40)
+		if len(lines) == 0 {
+			lines = []string{"(none)"}
+		}
+		t.Logf("WHY: kubelet log lines of node %s about %s:\n%s", p.Spec.NodeName, strings.Join(needles, ", "), strings.Join(lines, "\n"))
 	}
 	w.logNodePluginTail(ctx, t, p.Spec.NodeName)
-}
-
-// linesNaming returns the last limit lines of the file at path that contain any of needles.
-func linesNaming(path string, needles []string, limit int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Sprintf("(cannot read: %v)", err)
-	}
-	defer func() { _ = f.Close() }()
-	var found []string
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 64<<10), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		for _, n := range needles {
-			if n != "" && strings.Contains(line, n) {
-				found = append(found, line)
-				break
-			}
-		}
-	}
-	if len(found) > limit {
-		found = found[len(found)-limit:]
-	}
-	if len(found) == 0 {
-		return "(none)"
-	}
-	return strings.Join(found, "\n")
 }
 
 // logNodePluginTail logs the end of the driver container's log of the node plugin pod on node.
