@@ -49,13 +49,18 @@ func (c *Cloud) CreateServer(ctx context.Context, name, zone string) (string, er
 	return c.createServer(ctx, name, zone)
 }
 
-// DeleteServer deletes a server as the member user and waits until it is gone.
-func (c *Cloud) DeleteServer(ctx context.Context, id string) error {
+// memberCompute is a Nova client of the member user.
+func (c *Cloud) memberCompute(ctx context.Context) (*gophercloud.ServiceClient, error) {
 	provider, err := c.Client(ctx, c.Member())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	compute, err := openstack.NewComputeV2(provider, gophercloud.EndpointOpts{Region: c.opts.Region})
+	return openstack.NewComputeV2(provider, gophercloud.EndpointOpts{Region: c.opts.Region})
+}
+
+// DeleteServer deletes a server as the member user and waits until it is gone.
+func (c *Cloud) DeleteServer(ctx context.Context, id string) error {
+	compute, err := c.memberCompute(ctx)
 	if err != nil {
 		return err
 	}

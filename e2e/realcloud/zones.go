@@ -235,11 +235,7 @@ func (c *Cloud) SetComputeZone(ctx context.Context, index int, name string) erro
 	c.mu.Unlock()
 
 	start := time.Now()
-	member, err := c.Client(ctx, c.Member())
-	if err != nil {
-		return err
-	}
-	memberCompute, err := openstack.NewComputeV2(member, gophercloud.EndpointOpts{Region: c.opts.Region})
+	memberCompute, err := c.memberCompute(ctx)
 	if err != nil {
 		return err
 	}
