@@ -117,8 +117,9 @@ func (w *world) alert(g Gomega, p *monitoring.Prometheus, name string) (monitori
 // nova-api is back the attacher's next try attaches the volume, the pod runs, both conditions
 // clear and both alerts resolve. Then cinder-api is stopped for as long as the unreachable alert
 // takes to fire (its five minutes), with no volume operation in flight, and started again: the
-// alert resolves. The worlds on the cloud see both outages together. (An outage that long with an attachment in flight would have
-// the pod wait out the attacher's backoff, up to five more minutes, after the cloud is back.)
+// alert resolves. The worlds on the cloud see both outages together. (An outage that long with
+// an attachment in flight would have the pod wait out the attacher's backoff, up to five more
+// minutes, after the cloud is back.)
 func realNovaOutageAlerts(t *testing.T, w *world) {
 	ctx := context.Background()
 	g := NewWithT(t)
