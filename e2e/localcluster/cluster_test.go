@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -352,8 +353,8 @@ func snapshot(c *Cluster) clusterState {
 }
 
 // expectNothingLeft checks that the pids are gone, that no process anywhere still refers to the
-// cluster directory (which would catch a grandchild that escaped the process group), that every
-// port can be bound again and that an owned directory is removed.
+// cluster directory (which would catch a grandchild that escaped the process group), that no
+// socket listens on any of its ports any more and that an owned directory is removed.
 func expectNothingLeft(g Gomega, s clusterState) {
 	for _, pid := range s.pids {
 		g.Expect(syscall.Kill(pid, 0)).To(MatchError(syscall.ESRCH), "pid %d still exists", pid)
@@ -369,8 +370,16 @@ func expectNothingLeft(g Gomega, s clusterState) {
 	}
 	for _, port := range s.ports {
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		g.Expect(err).NotTo(HaveOccurred(), "port %d is still bound", port)
-		g.Expect(l.Close()).To(Succeed())
+		if err == nil {
+			g.Expect(l.Close()).To(Succeed())
+			continue
+		}
+		// Bound, but maybe as the local end of another program's outgoing connection (the
+		// port came back to the ephemeral range, and other tests run beside this one): only a
+		// listener would be the cluster's.
+		listening, lerr := listeningOn(port)
+		g.Expect(lerr).NotTo(HaveOccurred())
+		g.Expect(listening).To(BeFalse(), "port %d is still listened on (%v)", port, err)
 	}
 	if s.owned {
 		_, err := os.Stat(s.dir)
@@ -388,4 +397,40 @@ func logMemory(t *testing.T, c *Cluster) {
 		parts = append(parts, p.Name()+"="+strconv.FormatUint(rss>>20, 10)+"MiB")
 	}
 	t.Logf("Cluster %s resident memory: %s, total %d MiB", c.Name(), strings.Join(parts, " "), total>>20)
+}
+
+// listeningOn says whether a TCP socket of this network namespace listens on port, from
+// /proc/net/tcp and tcp6 (state 0A is LISTEN; the local address ends in the port in hex).
+func listeningOn(port int) (bool, error) {
+	suffix := fmt.Sprintf(":%04X", port)
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if err != nil {
+			return false, err
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) > 3 && strings.HasSuffix(f[1], suffix) && f[3] == "0A" {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// A listener is seen on its port, and no longer once closed; an outgoing connection's local port
+// is not a listener.
+func TestListeningOn(t *testing.T) {
+	g := NewWithT(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	port := l.Addr().(*net.TCPAddr).Port
+	g.Expect(listeningOn(port)).To(BeTrue())
+	conn, err := net.Dial("tcp", l.Addr().String())
+	g.Expect(err).NotTo(HaveOccurred())
+	local := conn.LocalAddr().(*net.TCPAddr).Port
+	g.Expect(listeningOn(local)).To(BeFalse(), "the client end of a connection")
+	g.Expect(conn.Close()).To(Succeed())
+	g.Expect(l.Close()).To(Succeed())
+	g.Expect(listeningOn(port)).To(BeFalse())
 }
