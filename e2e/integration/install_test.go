@@ -64,7 +64,7 @@ func TestFreshInstall(t *testing.T) {
 		for _, o := range clusterScoped {
 			g.Eventually(func() error {
 				return e.GuestClient.Get(ctx, client.ObjectKey{Name: o.name}, o.obj)
-			}).Should(Succeed(), o.name)
+			}).WithTimeout(reactTimeout).WithPolling(poll).Should(Succeed(), o.name)
 		}
 		g.Expect(sc.Annotations).To(HaveKeyWithValue(names.DefaultStorageClassAnnotation, "true"))
 		g.Expect(*sc.VolumeBindingMode).To(Equal(storagev1.VolumeBindingWaitForFirstConsumer))
@@ -81,7 +81,7 @@ func TestFreshInstall(t *testing.T) {
 			u.SetKind(kind.kind)
 			g.Eventually(func() error {
 				return e.MgmtClient.Get(context.Background(), client.ObjectKey{Namespace: e.Namespace, Name: kind.name}, u)
-			}).Should(Succeed(), kind.name)
+			}).WithTimeout(reactTimeout).WithPolling(poll).Should(Succeed(), kind.name)
 			g.Expect(u.GetOwnerReferences()).To(ConsistOf(HaveField("Kind", "HostedControlPlane")), kind.name)
 		}
 	})

@@ -27,7 +27,10 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
-// setSpec changes the ClusterCSIDriver spec.
+// setSpec changes the ClusterCSIDriver spec as `oc patch --type=merge` does: a merge patch of the
+// changed fields, without the object's resourceVersion, so the operator's status writes in
+// between cannot make it conflict (an update retried on conflict for a second lost that race on
+// a loaded machine).
 func setSpec(t *testing.T, e *env.Env, change func(*operatorv1.ClusterCSIDriverSpec)) {
 	t.Helper()
 	NewWithT(t).Eventually(func() error {
@@ -35,9 +38,10 @@ func setSpec(t *testing.T, e *env.Env, change func(*operatorv1.ClusterCSIDriverS
 		if err := e.GuestClient.Get(context.Background(), client.ObjectKey{Name: names.ClusterCSIDriverName}, d); err != nil {
 			return err
 		}
+		before := d.DeepCopy()
 		change(&d.Spec)
-		return e.GuestClient.Update(context.Background(), d)
-	}).Should(Succeed())
+		return e.GuestClient.Patch(context.Background(), d, client.MergeFrom(before))
+	}).WithTimeout(reactTimeout).WithPolling(poll).Should(Succeed())
 }
 
 func gone(c client.Client, obj client.Object) func() bool {
