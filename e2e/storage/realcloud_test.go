@@ -351,7 +351,7 @@ func realSnapshotRestore(t *testing.T, w *world) {
 	restored := claim(ns, "restored", "", "1Gi")
 	restored.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: snap}
 	g.Expect(w.Guest.Create(ctx, restored)).To(Succeed())
-	g.Expect(w.runToEnd(t, w.pod(ns, "reader", "restored", "cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))).To(Equal(token))
+	g.Expect(w.runRestoredToEnd(t, w.pod(ns, "reader", "restored", "cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))).To(Equal(token))
 	restoredPV := w.waitBound(t, ns, "restored")
 	vol, ok := cinderVolume(g, c, restoredPV.Spec.CSI.VolumeHandle)
 	g.Expect(ok).To(BeTrue())
@@ -390,7 +390,7 @@ func realBackupAndZones(t *testing.T, w *world) {
 	restored := claim(ns, "restored", "", "1Gi")
 	restored.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: snap}
 	g.Expect(w.Guest.Create(ctx, restored)).To(Succeed())
-	g.Expect(w.runToEnd(t, w.pod(ns, "reader", "restored", "cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))).To(Equal(token))
+	g.Expect(w.runRestoredToEnd(t, w.pod(ns, "reader", "restored", "cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))).To(Equal(token))
 }
 
 func realTopologyFollowsZones(t *testing.T, w *world) {

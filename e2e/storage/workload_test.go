@@ -117,14 +117,36 @@ func (w *world) syncedWriter(ns, claimName, token, interval string) *corev1.Pod 
 // succeeded; a failed pod fails the test with that message.
 func (w *world) runToEnd(t testing.TB, p *corev1.Pod) string {
 	t.Helper()
+	return w.runToEndWithin(t, p, podTimeout)
+}
+
+// runRestoredToEnd is runToEnd for the first pod of a claim restored on the real cloud. There
+// Cinder fills the new volume after it has answered the create (from a backup: the volume is
+// restoring-backup; from a snapshot: creating, while the NFS driver copies), and the driver
+// returns the volume at once, as upstream's does. Until Cinder has filled it, Nova refuses to
+// attach it, and csi-attacher tries again after waits that double up to attacherBackoffMax: a
+// restore that takes two minutes on a loaded machine can thus delay the pod by four more. The
+// fake cloud fills a restored volume before it answers.
+func (w *world) runRestoredToEnd(t testing.TB, p *corev1.Pod) string {
+	t.Helper()
+	return w.runToEndWithin(t, p, podTimeout+attacherBackoffMax)
+}
+
+func (w *world) runToEndWithin(t testing.TB, p *corev1.Pod, timeout time.Duration) string {
+	t.Helper()
 	defer took(t, "pod "+p.Name+" ran to its end")()
 	NewWithT(t).Expect(w.Guest.Create(context.Background(), p)).To(Succeed())
-	return w.waitTerminated(t, p)
+	return w.waitTerminatedWithin(t, p, timeout)
 }
 
 // waitTerminated waits until a pod has succeeded and returns its termination message; a pod
 // that fails ends the wait at once.
 func (w *world) waitTerminated(t testing.TB, p *corev1.Pod) string {
+	t.Helper()
+	return w.waitTerminatedWithin(t, p, podTimeout)
+}
+
+func (w *world) waitTerminatedWithin(t testing.TB, p *corev1.Pod, timeout time.Duration) string {
 	t.Helper()
 	ctx := context.Background()
 	defer w.explainPod(t, p.Namespace, p.Name)
@@ -137,7 +159,7 @@ func (w *world) waitTerminated(t testing.TB, p *corev1.Pod) string {
 		}
 		g.Expect(got.Status.Phase).To(Equal(corev1.PodSucceeded), "pod %s: %s", p.Name, podSummary(got))
 		msg = terminationMessage(got)
-	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 	return msg
 }
 
