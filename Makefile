@@ -150,7 +150,7 @@ test: export FAILURES = $(BIN)/test-logs/failures.txt
 test: ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
 	@mkdir -p $(dir $(FAILURES)) && rm -f $(FAILURES)
 	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(STORAGE_STEPS),$(SIMULATED_STEPS) prometheus)
-	@e2e/hack/beside.sh $(BIN)/test-logs/beside-real-nodes.log "2-4/6 the product's tests and the tests on local clusters, beside the real-node phases (5-6/6)" \
+	@e2e/hack/beside.sh $(BIN)/test-logs/beside-real-nodes.log "2-4/6 the product's tests and the tests on local clusters, beside the real-node phases" \
 	  $(MAKE) --no-print-directory test-beside-real-nodes $(BUILT) \
 	  -- $(MAKE) --no-print-directory test-real-node-phases $(BUILT)
 
@@ -175,17 +175,11 @@ test-beside-real-nodes:
 	exit $$rc
 
 # The real-node phases of test. The real-node harness package takes the host-wide real-node
-# lock, so it runs here, in sequence with the storage phase, rather than beside it; and after it:
-# by then the phases beside have compiled the packages it shares with them for the race
-# detector, which on a cold machine it would otherwise compile at the same time as they do
-# (measured: 7 min 12 s instead of 1 min 12 s, in front of the storage phase). Both run even when
-# the first fails.
+# lock, so it runs here, in sequence with the storage phase, rather than beside it.
 .PHONY: test-real-node-phases
 test-real-node-phases:
-	@rc=0; \
-	$(PHASE) "5/6 storage on real nodes, both modes, on the fake and on a real OpenStack, with the upstream suite's CI subset on each cloud" $(MAKE) --no-print-directory test-storage || rc=$$?; \
-	$(PHASE) "6/6 real-node harness tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -E '$(HOST_LOCK_PKGS)') || rc=$$?; \
-	exit $$rc
+	@$(PHASE) "5/6 real-node harness tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -E '$(HOST_LOCK_PKGS)')
+	@$(PHASE) "6/6 storage on real nodes, both modes, on the fake and on a real OpenStack, with the upstream suite's CI subset on each cloud" $(MAKE) --no-print-directory test-storage
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector: no local cluster, real node or upstream binary needed.
