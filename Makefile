@@ -107,10 +107,7 @@ UPSTREAM := $(KUBE_BIN_DIR)/kube-apiserver $(ETCD_BIN_DIR)/etcd $(KWOK_BIN_DIR)/
 
 # What the long targets build first, as numbered steps with their times (e2e/hack/prereqs.sh).
 # Only what the target needs: simulated nodes need no kubelet or images, real nodes no kwok.
-PREREQS = $(BUILD_STEPS)
-# The steps' script itself: what PREREQS runs unless a target that has built everything already
-# sets PREREQS to a no-op (BUILT).
-BUILD_STEPS = env BIN=$(BIN) LDFLAGS='$(LDFLAGS)' KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) \
+PREREQS = env BIN=$(BIN) LDFLAGS='$(LDFLAGS)' KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) \
   KWOK_VERSION=$(KWOK_VERSION) PROMETHEUS_VERSION=$(PROMETHEUS_VERSION) $(OPERAND_VERSIONS) REALNODE_HOST_PACKAGES='$(REALNODE_HOST_PACKAGES)' \
   OPERAND_HOST_PACKAGES='$(OPERAND_HOST_PACKAGES)' OPERAND_IMAGE_FLAGS='$(OPERAND_IMAGE_FLAGS)' e2e/hack/prereqs.sh
 # Go tests on simulated nodes need the operator and the clusters; run-local also its harness commands.
@@ -120,6 +117,9 @@ REAL_NODE_STEPS := operator harness host-packages control-plane kubelet operands
 # The storage tests also run a real OpenStack (Debian's packages) and the upstream suite's CI
 # subset on it and on the fake, and a real Prometheus in the real cloud's worlds.
 STORAGE_STEPS := $(REAL_NODE_STEPS) openstack external-storage-suite prometheus
+# make test: both kinds of nodes, the real cloud, the upstream suite, and promtool for the
+# alerts' unit tests.
+TEST_STEPS := $(STORAGE_STEPS) kwok
 # run-local's nodes as decided from REAL_NODES and the host (auto: real where Linux and root), once:
 # the steps built and the --real-nodes run-local gets follow it, so a host that then fails
 # run-local's own check says why instead of falling back to simulated nodes it did not build.
@@ -149,29 +149,21 @@ run-local: ## Start local clusters (real nodes where the host allows), an OpenSt
 test: export FAILURES = $(BIN)/test-logs/failures.txt
 test: ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
 	@mkdir -p $(dir $(FAILURES)) && rm -f $(FAILURES)
-	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(STORAGE_STEPS),$(SIMULATED_STEPS) prometheus)
-	@e2e/hack/beside.sh $(BIN)/test-logs/beside-real-nodes.log "2-4/6 the product's tests and the tests on local clusters, beside the real-node phases" \
+	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(TEST_STEPS),$(SIMULATED_STEPS) prometheus)
+	@$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
+	@e2e/hack/beside.sh $(BIN)/test-logs/beside-real-nodes.log "3-4/6 the tests on local clusters, beside the real-node phases" \
 	  $(MAKE) --no-print-directory test-beside-real-nodes $(BUILT) \
 	  -- $(MAKE) --no-print-directory test-real-node-phases $(BUILT)
 
-# What test runs beside its real-node phases, which are its critical path: on two cores the
-# storage phase leaves about two thirds of the CPU idle (it mostly waits on pods, volumes and
-# OpenStack), and these phases mostly compile and run tests that start API servers and wait. So
-# the two together take little more than the real-node phases alone. First kwok, which only the
-# local clusters' simulated nodes need, then the product's and the harness's tests, then
-# TEST_BESIDE_ALSO: other targets to run there, one after another (.ci/run passes lint and fuzz).
-# Everything runs even when something before it failed.
-TEST_BESIDE_ALSO ?=
+# The phases of test on local clusters, which run beside its real-node phases: those tests start
+# API servers and wait (idle windows, outages, rollouts on simulated nodes), the real-node phases
+# mostly wait on pods and volumes, so on two cores together they take little more than the
+# longer of the two, the real-node phases. Both run even when the first fails.
 .PHONY: test-beside-real-nodes
 test-beside-real-nodes:
 	@rc=0; \
-	$(PHASE) "1/6 (the rest) kwok, for the local clusters' simulated nodes" $(BUILD_STEPS) kwok || rc=$$?; \
-	$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./... || rc=$$?; \
 	$(PHASE) "3/6 harness and integration tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -Ev '$(HOST_LOCK_PKGS)') || rc=$$?; \
 	$(PHASE) "4/6 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e || rc=$$?; \
-	for target in $(TEST_BESIDE_ALSO); do \
-	  $(PHASE) "also: make $$target" $(MAKE) --no-print-directory $$target || rc=$$?; \
-	done; \
 	exit $$rc
 
 # The real-node phases of test. The real-node harness package takes the host-wide real-node
