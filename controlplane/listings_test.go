@@ -789,7 +789,7 @@ func TestDetectionInBackground(t *testing.T) {
 		done := make(chan Detection)
 		go func() { done <- r.detection(t.Context(), detectionCreds("b").detectionInputs) }()
 		var d Detection
-		g.Eventually(done).WithTimeout(10*time.Second).Should(Receive(&d), "the reconcile must not wait for the hanging listing")
+		g.Eventually(done).Should(Receive(&d), "the reconcile must not wait for the hanging listing")
 		g.Expect(d.Enabled).To(HaveValue(BeTrue()), "the last decision stays in force")
 		g.Expect(d.Pending).To(BeFalse())
 		g.Expect(nudged(r.topology)).To(BeFalse())
@@ -847,7 +847,7 @@ func TestDetectionInBackground(t *testing.T) {
 		done := make(chan Detection)
 		go func() { done <- r.detection(t.Context(), in) }()
 		var d Detection
-		g.Eventually(done).WithTimeout(10 * time.Second).Should(Receive(&d))
+		g.Eventually(done).Should(Receive(&d))
 		g.Expect(d.Pending).To(BeTrue())
 	})
 
@@ -858,7 +858,7 @@ func TestDetectionInBackground(t *testing.T) {
 		release := cloud.hang()
 		r.detection(t.Context(), detectionCreds("a").detectionInputs)
 		r.detection(t.Context(), detectionCreds("b").detectionInputs)
-		g.Eventually(cloud.endedCount).WithTimeout(10*time.Second).Should(Equal(1), "the listing with the old credentials ends")
+		g.Eventually(cloud.endedCount).Should(Equal(1), "the listing with the old credentials ends")
 		release()
 		r.topology.waitIdle()
 		g.Expect(cloud.count()).To(Equal(2))
@@ -876,7 +876,7 @@ func TestDetectionInBackground(t *testing.T) {
 		go func() { stopped <- r.topology.Start(ctx) }()
 		r.detection(t.Context(), detectionCreds("a").detectionInputs)
 		stop()
-		g.Eventually(stopped).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
+		g.Eventually(stopped).Should(Receive(BeNil()))
 		g.Expect(cloud.endedCount()).To(Equal(1))
 	})
 }

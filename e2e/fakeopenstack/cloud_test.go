@@ -704,7 +704,7 @@ func TestMetadata(t *testing.T) {
 		code, _ := get(g, "http://"+l.Addr().String()+"/openstack/latest/meta_data.json")
 		g.Expect(code).To(Equal(http.StatusOK))
 		s.Close()
-		g.Eventually(done).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
+		g.Eventually(done).Should(Receive(BeNil()))
 	})
 }
 
@@ -746,7 +746,7 @@ func TestListeners(t *testing.T) {
 		g.Expect(c.getVolume(ctx, g, v.ID).ID).To(Equal(v.ID))
 
 		s.Close()
-		g.Eventually(done).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
+		g.Eventually(done).Should(Receive(BeNil()))
 	})
 
 	t.Run("When the certificate lacks the listener's address, it should fail TLS verification", func(t *testing.T) {

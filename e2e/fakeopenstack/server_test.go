@@ -156,9 +156,9 @@ func TestServer(t *testing.T) {
 			_, err := getZones(g, s, tok) //nolint:bodyclose // the request fails: there is no body to close
 			done <- err
 		}()
-		g.Eventually(func() int { return s.Count(EndpointCompute) }).WithTimeout(10 * time.Second).Should(Equal(1))
+		g.Eventually(func() int { return s.Count(EndpointCompute) }).Should(Equal(1))
 		s.Stop()
-		g.Eventually(done).WithTimeout(10 * time.Second).Should(Receive(HaveOccurred()))
+		g.Eventually(done).Should(Receive(HaveOccurred()))
 	})
 
 	t.Run("When the server stops while requests are in flight, it should stop promptly and serve again after Start", func(t *testing.T) {

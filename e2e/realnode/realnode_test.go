@@ -707,7 +707,7 @@ func TestSweepOrphans(t *testing.T) {
 		defer cancel()
 		g.Expect(Sweep(ctx, t.Logf)).To(Succeed())
 
-		g.Eventually(waited).WithTimeout(10*time.Second).Should(Receive(), "the process in the orphaned cgroup")
+		g.Eventually(waited).Should(Receive(), "the process in the orphaned cgroup")
 		g.Expect(NetnsPath(name)).NotTo(BeAnExistingFile())
 		dirs, err := cgroupDirs(name)
 		g.Expect(err).NotTo(HaveOccurred())

@@ -22,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -342,16 +341,12 @@ func realExpandOffline(t *testing.T, w *world) {
 }
 
 func realSnapshotRestore(t *testing.T, w *world) {
-	ctx := context.Background()
 	g := NewWithT(t)
 	c := w.cinder(t)
 	ns := w.realNamespace(t, "real-snapshot")
 	token, _ := w.writeDetached(t, ns, "source", "")
 	snap := w.snapshotWith(t, ns, "snap", "source", names.VolumeSnapshotCls)
-	restored := claim(ns, "restored", "", "1Gi")
-	restored.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: snap}
-	g.Expect(w.Guest.Create(ctx, restored)).To(Succeed())
-	g.Expect(w.runRestoredToEnd(t, w.pod(ns, "reader", "restored", "cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))).To(Equal(token))
+	g.Expect(w.readRestored(t, ns, snap)).To(Equal(token))
 	restoredPV := w.waitBound(t, ns, "restored")
 	vol, ok := cinderVolume(g, c, restoredPV.Spec.CSI.VolumeHandle)
 	g.Expect(ok).To(BeTrue())
@@ -359,7 +354,6 @@ func realSnapshotRestore(t *testing.T, w *world) {
 }
 
 func realBackupAndZones(t *testing.T, w *world) {
-	ctx := context.Background()
 	g := NewWithT(t)
 	ns := w.realNamespace(t, "real-backup")
 	w.setUserConfig(t, map[string]string{
@@ -387,10 +381,7 @@ func realBackupAndZones(t *testing.T, w *world) {
 	backedUp := took(t, "backup snapshot ready")
 	snap := w.snapshotWith(t, ns, "backup", "source", names.BackupSnapshotClass)
 	backedUp()
-	restored := claim(ns, "restored", "", "1Gi")
-	restored.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: snap}
-	g.Expect(w.Guest.Create(ctx, restored)).To(Succeed())
-	g.Expect(w.runRestoredToEnd(t, w.pod(ns, "reader", "restored", "cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))).To(Equal(token))
+	g.Expect(w.readRestored(t, ns, snap)).To(Equal(token))
 }
 
 func realTopologyFollowsZones(t *testing.T, w *world) {

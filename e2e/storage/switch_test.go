@@ -312,7 +312,7 @@ func switchFromCSIOperator(t *testing.T, w *world, how string, userZoneClass boo
 		// pause, for new volumes only.
 		w.waitSidecarLeases(t)
 		t.Logf("The controller holds every sidecar lease %s after the switch began", time.Since(start).Round(100*time.Millisecond))
-		g.Expect(w.waitTerminated(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: afterNS, Name: "after"}})).To(Equal(token))
+		g.Expect(w.waitTerminated(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: afterNS, Name: "after"}}, podTimeout)).To(Equal(token))
 		t.Logf("The claim made right after the take-over was mounted and written %s after the switch began", time.Since(start).Round(100*time.Millisecond))
 		pv := w.waitBound(t, afterNS, "after")
 		g.Expect(pv.Spec.CSI).NotTo(BeNil())

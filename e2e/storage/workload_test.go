@@ -132,21 +132,26 @@ func (w *world) runRestoredToEnd(t testing.TB, p *corev1.Pod) string {
 	return w.runToEndWithin(t, p, podTimeout+attacherBackoffMax)
 }
 
+// readRestored makes claim "restored" in ns from VolumeSnapshot snap and returns what its first
+// pod, "reader", finds in the file the source's writer wrote.
+func (w *world) readRestored(t testing.TB, ns, snap string) string {
+	t.Helper()
+	restored := claim(ns, "restored", "", "1Gi")
+	restored.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: snap}
+	NewWithT(t).Expect(w.Guest.Create(context.Background(), restored)).To(Succeed())
+	return w.runRestoredToEnd(t, w.pod(ns, "reader", "restored", "cat /data/file > /dev/termination-log", corev1.RestartPolicyNever))
+}
+
 func (w *world) runToEndWithin(t testing.TB, p *corev1.Pod, timeout time.Duration) string {
 	t.Helper()
 	defer took(t, "pod "+p.Name+" ran to its end")()
 	NewWithT(t).Expect(w.Guest.Create(context.Background(), p)).To(Succeed())
-	return w.waitTerminatedWithin(t, p, timeout)
+	return w.waitTerminated(t, p, timeout)
 }
 
-// waitTerminated waits until a pod has succeeded and returns its termination message; a pod
-// that fails ends the wait at once.
-func (w *world) waitTerminated(t testing.TB, p *corev1.Pod) string {
-	t.Helper()
-	return w.waitTerminatedWithin(t, p, podTimeout)
-}
-
-func (w *world) waitTerminatedWithin(t testing.TB, p *corev1.Pod, timeout time.Duration) string {
+// waitTerminated waits up to timeout until a pod has succeeded and returns its termination
+// message; a pod that fails ends the wait at once.
+func (w *world) waitTerminated(t testing.TB, p *corev1.Pod, timeout time.Duration) string {
 	t.Helper()
 	ctx := context.Background()
 	defer w.explainPod(t, p.Namespace, p.Name)
