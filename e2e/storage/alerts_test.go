@@ -45,9 +45,9 @@ const (
 	alertUnreachable = "OpenStackCinderOpenStackUnreachable"
 	// unreachableFor is that alert's for.
 	unreachableFor = 5 * time.Minute
-	// attacherBackoffMax is csi-attacher's longest wait between two tries of an attach
-	// (--retry-interval-max, whose default the controller keeps).
-	attacherBackoffMax = 5 * time.Minute
+	// attacherBackoffMax is csi-attacher's longest wait between two tries of an attach: the
+	// controller's --retry-interval-max (manifests/operands/controller.yaml).
+	attacherBackoffMax = time.Minute
 )
 
 // startPrometheus starts the world's Prometheus once the operator has created its ServiceMonitors
@@ -118,8 +118,8 @@ func (w *world) alert(g Gomega, p *monitoring.Prometheus, name string) (monitori
 // clear and both alerts resolve. Then cinder-api is stopped for as long as the unreachable alert
 // takes to fire (its five minutes), with no volume operation in flight, and started again: the
 // alert resolves. The worlds on the cloud see both outages together. (An outage that long with
-// an attachment in flight would have the pod wait out the attacher's backoff, up to five more
-// minutes, after the cloud is back.)
+// an attachment in flight would have the pod wait out the attacher's backoff, up to a minute
+// more, after the cloud is back.)
 func realNovaOutageAlerts(t *testing.T, w *world) {
 	ctx := context.Background()
 	g := NewWithT(t)
@@ -192,7 +192,7 @@ func realNovaOutageAlerts(t *testing.T, w *world) {
 
 	back := time.Now()
 	startNova()
-	// The attacher tries again after a backoff that doubles up to five minutes.
+	// The attacher tries again after a backoff that doubles up to attacherBackoffMax.
 	w.waitRunning(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user"}}, attacherBackoffMax+time.Minute)
 	t.Logf("nova-api back to the pod running (the attacher's next try): %s", time.Since(back).Round(time.Second))
 	g.Eventually(func(g Gomega) {

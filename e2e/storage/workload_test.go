@@ -124,9 +124,9 @@ func (w *world) runToEnd(t testing.TB, p *corev1.Pod) string {
 // Cinder fills the new volume after it has answered the create (from a backup: the volume is
 // restoring-backup; from a snapshot: creating, while the NFS driver copies), and the driver
 // returns the volume at once, as upstream's does. Until Cinder has filled it, Nova refuses to
-// attach it, and csi-attacher tries again after waits that double up to attacherBackoffMax: a
-// restore that takes two minutes on a loaded machine can thus delay the pod by four more. The
-// fake cloud fills a restored volume before it answers.
+// attach it, and csi-attacher tries again after waits that double up to attacherBackoffMax (a
+// minute: with csi-attacher's default of five, a restore that took two minutes on a loaded
+// machine delayed the pod by four more). The fake cloud fills a restored volume before it answers.
 func (w *world) runRestoredToEnd(t testing.TB, p *corev1.Pod) string {
 	t.Helper()
 	return w.runToEndWithin(t, p, podTimeout+attacherBackoffMax)
