@@ -48,6 +48,8 @@ const (
 	// attacherBackoffMax is csi-attacher's longest wait between two tries of an attach: the
 	// controller's --retry-interval-max (manifests/operands/controller.yaml).
 	attacherBackoffMax = time.Minute
+	// attachTimeout is the attacher's --timeout: how long one try may wait on the driver.
+	attachTimeout = 3 * time.Minute
 )
 
 // startPrometheus starts the world's Prometheus once the operator has created its ServiceMonitors
@@ -124,8 +126,9 @@ func realNovaOutageAlerts(t *testing.T, w *world) {
 	w.mergeUserConfig(t, map[string]string{names.KeyAttachmentWarningAfter: "10s"})
 
 	begun := time.Now()
-	stopped := time.Now()
 	startNova := w.stopService(t, realcloud.ServiceNovaAPI)
+	// After the lockstep: the other world may have kept this one waiting.
+	stopped := time.Now()
 	ns := w.realNamespace(t, "nova-outage")
 	g.Expect(w.Guest.Create(ctx, claim(ns, "data", "", "1Gi"))).To(Succeed())
 	g.Expect(w.Guest.Create(ctx, w.pod(ns, "user", "data", "echo ok > /data/file; sleep 3600", corev1.RestartPolicyNever))).To(Succeed())
@@ -194,12 +197,14 @@ func realNovaOutageAlerts(t *testing.T, w *world) {
 	t.Logf("nova-api stopped to %s firing: %s", alertUnreachable, time.Since(stopped).Round(time.Second))
 	g.Expect(w.available(ctx)).To(BeTrue(), "the driver stays Available through the outage")
 
-	back := time.Now()
 	startNova()
-	// The attacher tries again after a backoff that doubles up to attacherBackoffMax; the attach
-	// then takes Nova's and the node's time, as a first attach does (once, on a loaded machine,
-	// more than two minutes from nova-api serving again to the pod running).
-	w.waitRunning(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user"}}, attacherBackoffMax+podTimeout)
+	// Once nova-api serves again (the start waits for it) and the other world has started it too.
+	back := time.Now()
+	// The attacher tries again after a backoff that doubles up to attacherBackoffMax; a try may
+	// wait out the attacher's --timeout, and the attach then takes Nova's and the node's time, as
+	// a first attach does. On a loaded machine it took 4 min 50 s from nova-api serving again to
+	// the pod running, with the operator's own OpenStack requests timing out meanwhile.
+	w.waitRunning(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user"}}, attacherBackoffMax+attachTimeout+podTimeout)
 	t.Logf("nova-api back to the pod running (the attacher's next try): %s", time.Since(back).Round(time.Second))
 	g.Eventually(func(g Gomega) {
 		g.Expect(w.condition(g, names.ConditionVolumeAttachmentWarning).Status).To(Equal(operatorv1.ConditionFalse))
