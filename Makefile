@@ -107,6 +107,8 @@ UPSTREAM := $(KUBE_BIN_DIR)/kube-apiserver $(ETCD_BIN_DIR)/etcd $(KWOK_BIN_DIR)/
 
 # What the long targets build first, as numbered steps with their times (e2e/hack/prereqs.sh).
 # Only what the target needs: simulated nodes need no kubelet or images, real nodes no kwok.
+# The steps' script itself: what PREREQS runs unless a target that has built everything already
+# sets PREREQS to a no-op (BUILT), and what test's phases beside the real-node phases call for kwok.
 BUILD_STEPS = env BIN=$(BIN) LDFLAGS='$(LDFLAGS)' KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) \
   KWOK_VERSION=$(KWOK_VERSION) PROMETHEUS_VERSION=$(PROMETHEUS_VERSION) $(OPERAND_VERSIONS) REALNODE_HOST_PACKAGES='$(REALNODE_HOST_PACKAGES)' \
   OPERAND_HOST_PACKAGES='$(OPERAND_HOST_PACKAGES)' OPERAND_IMAGE_FLAGS='$(OPERAND_IMAGE_FLAGS)' e2e/hack/prereqs.sh

@@ -9,11 +9,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	operatorv1 "github.com/openshift/api/operator/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +26,8 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/monitoring"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realcloud"
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -45,12 +49,34 @@ const (
 	alertUnreachable = "OpenStackCinderOpenStackUnreachable"
 	// unreachableFor is that alert's for.
 	unreachableFor = 5 * time.Minute
-	// attacherBackoffMax is csi-attacher's longest wait between two tries of an attach: the
-	// controller's --retry-interval-max (manifests/operands/controller.yaml).
-	attacherBackoffMax = time.Minute
-	// attachTimeout is the attacher's --timeout: how long one try may wait on the driver.
-	attachTimeout = 3 * time.Minute
 )
+
+// attacherFlag returns the duration that the controller manifest the operator applies gives
+// csi-attacher's flag name: retry-interval-max, its longest wait between two tries of an
+// attach, or timeout, how long one try may wait on the driver. Waits read it there, so that
+// none falls behind a change of the manifest.
+func attacherFlag(t testing.TB, name string) time.Duration {
+	t.Helper()
+	g := NewWithT(t)
+	scheme, err := clusters.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	dep, err := manifests.Object[*appsv1.Deployment](manifests.NewDecoder(scheme), "controller.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		if c.Name != "csi-attacher" {
+			continue
+		}
+		for _, arg := range c.Args {
+			if v, ok := strings.CutPrefix(arg, "--"+name+"="); ok {
+				d, err := time.ParseDuration(v)
+				g.Expect(err).NotTo(HaveOccurred(), "csi-attacher's --%s", name)
+				return d
+			}
+		}
+	}
+	t.Fatalf("the controller manifest gives csi-attacher no --%s", name)
+	return 0
+}
 
 // startPrometheus starts the world's Prometheus once the operator has created its ServiceMonitors
 // and PrometheusRule, and waits until every target is scraped and the rules load.
@@ -117,7 +143,7 @@ func (w *world) alert(g Gomega, p *monitoring.Prometheus, name string) (monitori
 // with what Cinder says of the volume, and the stuck-attachment alert fires. The operator's zone
 // listings fail too: TopologyDegraded rises at once and the unreachable alert becomes pending,
 // then fires once the outage has lasted its five minutes. Once nova-api is back the attacher's
-// next try, at most attacherBackoffMax later, attaches the volume, the pod runs, both conditions
+// next try, at most its --retry-interval-max later, attaches the volume, the pod runs, both conditions
 // clear and both alerts resolve. The worlds on the cloud see the outage together.
 func realNovaOutageAlerts(t *testing.T, w *world) {
 	ctx := context.Background()
@@ -200,11 +226,12 @@ func realNovaOutageAlerts(t *testing.T, w *world) {
 	startNova()
 	// Once nova-api serves again (the start waits for it) and the other world has started it too.
 	back := time.Now()
-	// The attacher tries again after a backoff that doubles up to attacherBackoffMax; a try may
-	// wait out the attacher's --timeout, and the attach then takes Nova's and the node's time, as
-	// a first attach does. On a loaded machine it took 4 min 50 s from nova-api serving again to
-	// the pod running, with the operator's own OpenStack requests timing out meanwhile.
-	w.waitRunning(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user"}}, attacherBackoffMax+attachTimeout+podTimeout)
+	// The attacher tries again after a backoff that doubles up to its --retry-interval-max; a try
+	// may wait out its --timeout, and the attach then takes Nova's and the node's time, as a first
+	// attach does. On a loaded machine it took 4 min 50 s from nova-api serving again to the pod
+	// running, with the operator's own OpenStack requests timing out meanwhile.
+	w.waitRunning(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user"}},
+		attacherFlag(t, "retry-interval-max")+attacherFlag(t, "timeout")+podTimeout)
 	t.Logf("nova-api back to the pod running (the attacher's next try): %s", time.Since(back).Round(time.Second))
 	g.Eventually(func(g Gomega) {
 		g.Expect(w.condition(g, names.ConditionVolumeAttachmentWarning).Status).To(Equal(operatorv1.ConditionFalse))

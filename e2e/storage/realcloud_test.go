@@ -121,7 +121,7 @@ func realCloudScenarios(t *testing.T, w *world) {
 	run("When cinder-api stops, TopologyDegraded should say so within seconds and clear within seconds of its return", func(t *testing.T) {
 		realCinderOutage(t, w)
 	})
-	run("When nova-api stops for five minutes with Prometheus watching, a volume stuck attaching should be explained with Cinder's view and alerted on, the outage should raise TopologyDegraded and fire the unreachable alert, and within a minute of nova-api's return the pod should run and everything clear", func(t *testing.T) {
+	run("When nova-api stops for five minutes with Prometheus watching, a volume stuck attaching should be explained with Cinder's view and alerted on, the outage should raise TopologyDegraded and fire the unreachable alert, and once nova-api is back the attacher's next try should attach the volume, the pod run and everything clear", func(t *testing.T) {
 		realNovaOutageAlerts(t, w)
 	})
 	run("When the credentials rotate with a volume in use from the member's password to an application credential and the password is then changed, only the controller should roll, the volume should stay usable, nothing should fail and no credential should reach the guest", func(t *testing.T) {

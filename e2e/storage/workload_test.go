@@ -124,12 +124,12 @@ func (w *world) runToEnd(t testing.TB, p *corev1.Pod) string {
 // Cinder fills the new volume after it has answered the create (from a backup: the volume is
 // restoring-backup; from a snapshot: creating, while the NFS driver copies), and the driver
 // returns the volume at once, as upstream's does. Until Cinder has filled it, Nova refuses to
-// attach it, and csi-attacher tries again after waits that double up to attacherBackoffMax (a
-// minute: with csi-attacher's default of five, a restore that took two minutes on a loaded
+// attach it, and csi-attacher tries again after waits that double up to its --retry-interval-max
+// (a minute: with csi-attacher's default of five, a restore that took two minutes on a loaded
 // machine delayed the pod by four more). The fake cloud fills a restored volume before it answers.
 func (w *world) runRestoredToEnd(t testing.TB, p *corev1.Pod) string {
 	t.Helper()
-	return w.runToEndWithin(t, p, podTimeout+attacherBackoffMax)
+	return w.runToEndWithin(t, p, podTimeout+attacherFlag(t, "retry-interval-max"))
 }
 
 // readRestored makes claim "restored" in ns from VolumeSnapshot snap and returns what its first
