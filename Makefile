@@ -107,12 +107,9 @@ UPSTREAM := $(KUBE_BIN_DIR)/kube-apiserver $(ETCD_BIN_DIR)/etcd $(KWOK_BIN_DIR)/
 
 # What the long targets build first, as numbered steps with their times (e2e/hack/prereqs.sh).
 # Only what the target needs: simulated nodes need no kubelet or images, real nodes no kwok.
-# The steps' script itself: what PREREQS runs unless a target that has built everything already
-# sets PREREQS to a no-op (BUILT), and what test's phases beside the real-node phases call for kwok.
-BUILD_STEPS = env BIN=$(BIN) LDFLAGS='$(LDFLAGS)' KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) \
+PREREQS = env BIN=$(BIN) LDFLAGS='$(LDFLAGS)' KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) \
   KWOK_VERSION=$(KWOK_VERSION) PROMETHEUS_VERSION=$(PROMETHEUS_VERSION) $(OPERAND_VERSIONS) REALNODE_HOST_PACKAGES='$(REALNODE_HOST_PACKAGES)' \
   OPERAND_HOST_PACKAGES='$(OPERAND_HOST_PACKAGES)' OPERAND_IMAGE_FLAGS='$(OPERAND_IMAGE_FLAGS)' e2e/hack/prereqs.sh
-PREREQS = $(BUILD_STEPS)
 # Go tests on simulated nodes need the operator and the clusters; run-local also its harness commands.
 CLUSTER_STEPS := operator control-plane etcd kwok
 SIMULATED_STEPS := operator harness control-plane etcd kwok
@@ -120,6 +117,9 @@ REAL_NODE_STEPS := operator harness host-packages control-plane kubelet operands
 # The storage tests also run a real OpenStack (Debian's packages) and the upstream suite's CI
 # subset on it and on the fake, and a real Prometheus in the real cloud's worlds.
 STORAGE_STEPS := $(REAL_NODE_STEPS) openstack external-storage-suite prometheus
+# make test: both kinds of nodes, the real cloud, the upstream suite, and promtool for the
+# alerts' unit tests.
+TEST_STEPS := $(STORAGE_STEPS) kwok
 # run-local's nodes as decided from REAL_NODES and the host (auto: real where Linux and root), once:
 # the steps built and the --real-nodes run-local gets follow it, so a host that then fails
 # run-local's own check says why instead of falling back to simulated nodes it did not build.
@@ -127,8 +127,6 @@ RUN_LOCAL_REAL := $(if $(filter false,$(REAL_NODES)),,$(if $(filter yes,$(REAL_N
 # What test passes to the targets it runs after its first phase has built everything: their own
 # prerequisite steps become no-ops instead of checking (and relinking) it all again.
 BUILT := PREREQS=:
-# The CPU priority (nice) of the builds of test's phases beside the real-node phases.
-BESIDE_NICENESS ?= 10
 # A numbered phase of a long target: heading, the command's own output, its time.
 PHASE := e2e/hack/phase.sh
 
@@ -151,38 +149,29 @@ run-local: ## Start local clusters (real nodes where the host allows), an OpenSt
 test: export FAILURES = $(BIN)/test-logs/failures.txt
 test: ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
 	@mkdir -p $(dir $(FAILURES)) && rm -f $(FAILURES)
-	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(STORAGE_STEPS),$(SIMULATED_STEPS) prometheus)
-	@e2e/hack/beside.sh $(BIN)/test-logs/beside-real-nodes.log "2-4/6 the product's tests and the tests on local clusters, beside the real-node phases" \
+	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(TEST_STEPS),$(SIMULATED_STEPS) prometheus)
+	@$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
+	@e2e/hack/beside.sh $(BIN)/test-logs/beside-real-nodes.log "3-4/6 the tests on local clusters, beside the real-node phases" \
 	  $(MAKE) --no-print-directory test-beside-real-nodes $(BUILT) \
 	  -- $(MAKE) --no-print-directory test-real-node-phases $(BUILT)
 
-# The phases of test that need no real node, which run beside its real-node phases: the storage
-# phase is the long one, and mostly waits on pods, volumes and OpenStack. These start by building
-# kwok, which only they need, and compiling for the race detector what the product's and the
-# harness's packages import, both at a lower CPU priority than the storage phase's (a cold build
-# takes the processors it leaves idle rather than slowing its worlds' start); the tests then run
-# at the usual priority: the integration tests start API servers and wait (idle windows, outages,
-# rollouts on simulated nodes). Each phase runs even when the one before failed.
+# The phases of test on local clusters, which run beside its real-node phases: those tests start
+# API servers and wait (idle windows, outages, rollouts on simulated nodes), the real-node phases
+# mostly wait on pods and volumes, so on two cores together they take little more than the
+# longer of the two, the real-node phases. Both run even when the first fails.
 .PHONY: test-beside-real-nodes
 test-beside-real-nodes:
 	@rc=0; \
-	nice -n $(BESIDE_NICENESS) $(BUILD_STEPS) kwok || rc=$$?; \
-	{ nice -n $(BESIDE_NICENESS) go build -race ./... && nice -n $(BESIDE_NICENESS) $(E2E_GO) build -race ./...; } || rc=$$?; \
-	$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./... || rc=$$?; \
 	$(PHASE) "3/6 harness and integration tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -Ev '$(HOST_LOCK_PKGS)') || rc=$$?; \
 	$(PHASE) "4/6 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e || rc=$$?; \
 	exit $$rc
 
-# The real-node phases of test: storage, then the real-node harness package, which takes the
-# host-wide real-node lock (so it runs in sequence with the storage phase, not beside it) and by
-# then finds what it compiles for the race detector in Go's build cache. Both run even when the
-# first fails.
+# The real-node phases of test. The real-node harness package takes the host-wide real-node
+# lock, so it runs here, in sequence with the storage phase, rather than beside it.
 .PHONY: test-real-node-phases
 test-real-node-phases:
-	@rc=0; \
-	$(PHASE) "5/6 storage on real nodes, both modes, on the fake and on a real OpenStack, with the upstream suite's CI subset on each cloud" $(MAKE) --no-print-directory test-storage || rc=$$?; \
-	$(PHASE) "6/6 real-node harness tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -E '$(HOST_LOCK_PKGS)') || rc=$$?; \
-	exit $$rc
+	@$(PHASE) "5/6 real-node harness tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -E '$(HOST_LOCK_PKGS)')
+	@$(PHASE) "6/6 storage on real nodes, both modes, on the fake and on a real OpenStack, with the upstream suite's CI subset on each cloud" $(MAKE) --no-print-directory test-storage
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector: no local cluster, real node or upstream binary needed.
