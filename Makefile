@@ -260,8 +260,8 @@ bench-footprint: ## The operator process at rest per hosted cluster (idle, busy 
 	  -args -operator=$(BIN)/cinder-csi-operator -window=$(FOOTPRINT_WINDOW) -out=$(BIN)/footprint
 
 .PHONY: update-golden
-update-golden: ## Regenerate the golden YAML under testdata/ (the managers' plans and render's output).
-	UPDATE=1 go test ./controlplane/... ./guest/... ./cmd/...
+update-golden: ## Regenerate the golden YAML under testdata/ (the managers' plans, render's output and the applier's controller Deployment).
+	UPDATE=1 go test ./controlplane/... ./guest/... ./cmd/... ./shared/apply/...
 
 ##@ Build
 

@@ -115,6 +115,7 @@ func (w *world) expectRolledOut(g Gomega) {
 // namespace, held under the controller pods' names) is held by a controller pod that exists.
 func (w *world) waitSidecarLeases(t testing.TB) {
 	t.Helper()
+	defer took(t, "the controller's sidecar leases held by a current pod")()
 	ctx := context.Background()
 	NewWithT(t).Eventually(func(g Gomega) {
 		pods := &corev1.PodList{}
