@@ -288,10 +288,15 @@ image-from-binary: build ## Package bin/cinder-csi-operator as IMAGE without a b
 
 ##@ Verification
 
+# lint type-checks with verify's build settings (no cgo, trimmed paths: nothing here uses cgo),
+# so that after verify it finds its dependencies' export data in Go's build cache instead of
+# compiling them all again (cold, right after verify: 216 s with Go's defaults, 69 s so).
+LINT_ENV := CGO_ENABLED=0 GOFLAGS='$(strip $(GOFLAGS) -trimpath)'
+
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
-	$(GOLANGCI_LINT) run ./...
-	cd e2e && $(GOLANGCI_LINT) run ./...
+	$(LINT_ENV) $(GOLANGCI_LINT) run ./...
+	cd e2e && $(LINT_ENV) $(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
 # verify compiles as the operator, the harness and the storage tests are built (no cgo, trimmed
