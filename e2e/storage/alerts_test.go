@@ -9,7 +9,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,8 +26,8 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realcloud"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 )
 
 var (
@@ -58,23 +57,19 @@ const (
 func attacherFlag(t testing.TB, name string) time.Duration {
 	t.Helper()
 	g := NewWithT(t)
-	scheme, err := clusters.NewScheme()
-	g.Expect(err).NotTo(HaveOccurred())
-	dep, err := manifests.Object[*appsv1.Deployment](manifests.NewDecoder(scheme), "controller.yaml")
+	dep, err := manifests.Object[*appsv1.Deployment](testutil.Decoder(t), "controller.yaml")
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, c := range dep.Spec.Template.Spec.Containers {
-		if c.Name != "csi-attacher" {
+		if c.Name != manifests.ContainerAttacher {
 			continue
 		}
-		for _, arg := range c.Args {
-			if v, ok := strings.CutPrefix(arg, "--"+name+"="); ok {
-				d, err := time.ParseDuration(v)
-				g.Expect(err).NotTo(HaveOccurred(), "csi-attacher's --%s", name)
-				return d
-			}
-		}
+		v, ok := testutil.FlagValue(c.Args, name)
+		g.Expect(ok).To(BeTrue(), "the controller manifest gives %s --%s once", c.Name, name)
+		d, err := time.ParseDuration(v)
+		g.Expect(err).NotTo(HaveOccurred(), "%s's --%s", c.Name, name)
+		return d
 	}
-	t.Fatalf("the controller manifest gives csi-attacher no --%s", name)
+	t.Fatalf("the controller manifest has no %s container", manifests.ContainerAttacher)
 	return 0
 }
 
