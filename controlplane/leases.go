@@ -172,3 +172,32 @@ func (r *LeaseReclaimer) failed(ctx context.Context, err error, what string) (ct
 	}
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
+
+// runningControllerPods names the controller pods in the namespace that may still run: those not
+// being deleted, and those whose graceful termination has not run out (after it the kubelet kills
+// them, and the API server no longer accepts their token). Under managementState Removed in
+// standalone mode it decides how long the controller's ServiceAccount stays (holdServiceAccount).
+// When the pods cannot be listed (no permission, an API error), it names none, logging it once:
+// the removal then goes on at once, as it did before, and the leases expire on their own.
+func (r *Reconciler) runningControllerPods(ctx context.Context) []string {
+	pods := &metav1.PartialObjectMetadataList{}
+	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	err := r.MgmtAPI.List(ctx, pods, client.InNamespace(r.Config.Namespace),
+		client.MatchingLabels{names.ControllerPodLabel: names.ControllerDeployment})
+	if err != nil {
+		if !r.podsUnreadLogged {
+			ctrl.LoggerFrom(ctx).Info("Not waiting for the controller's pods before deleting its ServiceAccount: they cannot be listed; their leader leases expire on their own",
+				"error", err.Error())
+			r.podsUnreadLogged = true
+		}
+		return nil
+	}
+	now := r.now()
+	var running []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil || p.DeletionTimestamp.After(now) {
+			running = append(running, p.Name)
+		}
+	}
+	return running
+}

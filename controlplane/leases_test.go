@@ -231,3 +231,44 @@ func TestLeaseReclaimer(t *testing.T) {
 		g.Expect(leaseNames(g, guest)).To(ConsistOf(names.SidecarLeases[0]))
 	})
 }
+
+func TestRunningControllerPods(t *testing.T) {
+	t.Parallel()
+	pod := func(name string, labels map[string]string, deletion *time.Time) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: leaseTestNamespace, Name: name, Labels: labels}}
+		if deletion != nil {
+			p.DeletionTimestamp = &metav1.Time{Time: *deletion}
+			p.Finalizers = []string{"example.com/keep"}
+		}
+		return p
+	}
+	controller := map[string]string{names.ControllerPodLabel: names.ControllerDeployment}
+	later, earlier := leaseTestNow.Add(20*time.Second), leaseTestNow.Add(-time.Second)
+	reconciler := func(c client.Reader) *Reconciler {
+		return &Reconciler{MgmtAPI: c, Config: Config{Namespace: leaseTestNamespace}, now: func() time.Time { return leaseTestNow }}
+	}
+
+	t.Run("When controller pods run or are within their graceful termination, it should name them, and no other pod", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		c := fake.NewClientBuilder().WithObjects(
+			pod("running", controller, nil),
+			pod("stopping", controller, &later),
+			pod("overdue", controller, &earlier),
+			pod("someone-elses", map[string]string{names.ControllerPodLabel: "other"}, nil),
+		).Build()
+		g.Expect(reconciler(c).runningControllerPods(context.Background())).To(ConsistOf("running", "stopping"))
+	})
+	t.Run("When the pods may not be listed, it should name none, so that the removal goes on", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		c := fake.NewClientBuilder().WithObjects(pod("running", controller, nil)).WithInterceptorFuncs(interceptor.Funcs{
+			List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+				return apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", nil)
+			},
+		}).Build()
+		r := reconciler(c)
+		g.Expect(r.runningControllerPods(context.Background())).To(BeEmpty())
+		g.Expect(r.podsUnreadLogged).To(BeTrue())
+	})
+}

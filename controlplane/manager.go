@@ -149,6 +149,7 @@ func Setup(mgr ctrl.Manager, mgmt, guest cluster.Cluster, cfg Config) error {
 	cfg.defaults()
 	r := &Reconciler{
 		Mgmt:     mgmt.GetClient(),
+		MgmtAPI:  mgmt.GetAPIReader(),
 		Guest:    guest.GetClient(),
 		Config:   cfg,
 		Decoder:  manifests.NewDecoder(mgr.GetScheme()),

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	operatorv1 "github.com/openshift/api/operator/v1"
@@ -32,6 +33,9 @@ type State struct {
 	Driver    *operatorv1.ClusterCSIDriver
 	Inputs    Inputs
 	Detection Detection
+	// ControllerPods names the controller pods that may still run, read only under
+	// managementState Removed in standalone mode (see holdServiceAccount).
+	ControllerPods []string
 }
 
 // Detection is what the availability-zone listing said.
@@ -163,6 +167,9 @@ func desired(d *manifests.Decoder, rc Config, s State, res *resolution) (*Plan, 
 	// Under managementState Removed, the monitoring objects the inputs allow are deleted.
 	p := &Plan{Base: base, Monitoring: s.Inputs.Monitoring}
 	if complete || err != nil {
+		if err == nil && p.ManagementState == operatorv1.Removed && !rc.HyperShift {
+			p.holdServiceAccount(s.ControllerPods)
+		}
 		return p, err
 	}
 	if len(res.problems) > 0 {
@@ -185,6 +192,23 @@ func desired(d *manifests.Decoder, rc Config, s State, res *resolution) (*Plan, 
 	p.Monitoring = cfg.Monitoring
 	p.TLS = cfg.TLS
 	return p, nil
+}
+
+// holdServiceAccount keeps the controller's ServiceAccount, standalone, while pods names
+// controller pods that may still run. Their sidecars talk to the API server with its token, and
+// the API server stops accepting the token once the ServiceAccount is gone: a sidecar told to
+// stop could no longer release its leader lease, and a controller installed again soon after
+// would wait for the lease to expire (over two minutes) before it provisions or attaches. On
+// HyperShift the sidecars use the guest's kubeconfig instead, so nothing waits.
+func (p *Plan) holdServiceAccount(pods []string) {
+	if len(pods) == 0 {
+		return
+	}
+	p.Hold(func(st plan.Step) bool {
+		_, ok := st.Object.(*corev1.ServiceAccount)
+		return ok && st.Object.GetName() == names.ControllerServiceAccount
+	}, fmt.Sprintf("ServiceAccount %s stays until the controller's pods (%s) have ended, so that their sidecars can release their leader leases.",
+		names.ControllerServiceAccount, strings.Join(pods, ", ")))
 }
 
 // objects returns, in apply order, the node copy of cloud-conf for the guest and the objects

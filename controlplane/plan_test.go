@@ -491,6 +491,44 @@ func TestDesiredRemoved(t *testing.T) {
 	}
 }
 
+// TestDesiredRemovedHoldsServiceAccount checks that under managementState Removed the controller's
+// ServiceAccount outlives its pods in standalone mode only, where their sidecars use its token.
+func TestDesiredRemovedHoldsServiceAccount(t *testing.T) {
+	t.Parallel()
+	sa := "management/ServiceAccount/" + standaloneConfig().Namespace + "/" + names.ControllerServiceAccount
+	for _, tt := range []struct {
+		name    string
+		rc      Config
+		state   State
+		pods    []string
+		held    []string
+		waiting string
+	}{
+		{name: "When Removed standalone while a controller pod runs, it should keep the ServiceAccount and say for which pods",
+			rc: standaloneConfig(), state: standaloneState(true, true), pods: []string{"pod-a", "pod-b"},
+			held:    []string{sa},
+			waiting: "ServiceAccount " + names.ControllerServiceAccount + " stays until the controller's pods (pod-a, pod-b) have ended, so that their sidecars can release their leader leases."},
+		{name: "When Removed standalone with no controller pod left, it should delete the ServiceAccount",
+			rc: standaloneConfig(), state: standaloneState(true, true)},
+		{name: "When Removed on HyperShift while a controller pod runs, it should delete the ServiceAccount: the sidecars use the guest's kubeconfig",
+			rc: hyperShiftConfig(), state: hyperShiftState(true, testutil.CA), pods: []string{"pod-a"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			removed := tt.state
+			removed.Driver = managedDriver()
+			removed.Driver.Spec.ManagementState = operatorv1.Removed
+			everything := testutil.StepNames(desiredPlan(t, tt.rc, removed).Delete)
+			removed.ControllerPods = tt.pods
+			p := desiredPlan(t, tt.rc, removed)
+			g.Expect(testutil.StepNames(p.Held)).To(ConsistOf(tt.held))
+			g.Expect(p.Waiting).To(Equal(tt.waiting))
+			g.Expect(append(testutil.StepNames(p.Delete), testutil.StepNames(p.Held)...)).To(ConsistOf(everything), "nothing is lost")
+		})
+	}
+}
+
 func TestChooseTopology(t *testing.T) {
 	t.Parallel()
 	yes, no := true, false

@@ -38,8 +38,10 @@ import (
 // ClusterCSIDriver, and reports on them in its conditions.
 type Reconciler struct {
 	// Mgmt talks to the management cluster (the HostedControlPlane namespace); in standalone
-	// mode, to the one cluster.
-	Mgmt client.Client
+	// mode, to the one cluster. MgmtAPI reads from its API server, not the cache: the
+	// controller's pods, which are not watched (see runningControllerPods).
+	Mgmt    client.Client
+	MgmtAPI client.Reader
 	// Guest talks to the guest cluster: ClusterCSIDriver, the user's configuration and the
 	// node copy of cloud-conf.
 	Guest    client.Client
@@ -62,6 +64,8 @@ type Reconciler struct {
 	monitorAccess access.Question
 	// monitoringAccess says which monitoring objects the operator may write (monitors.go).
 	monitoringAccess *monitoringAccess
+	// podsUnreadLogged is set once runningControllerPods has logged that it cannot list pods.
+	podsUnreadLogged bool
 }
 
 // SetupWithManager watches the inputs and owned objects on both clusters.
@@ -142,6 +146,9 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		return ctrl.Result{}, err
 	}
 	s := State{Driver: driver, Inputs: *in}
+	if driver.Spec.ManagementState == operatorv1.Removed && !r.Config.HyperShift {
+		s.ControllerPods = r.runningControllerPods(ctx)
+	}
 	res := resolveState(r.Config, s)
 	if listing, ok := res.listing(); ok {
 		s.Detection = r.detection(ctx, listing)
@@ -166,7 +173,11 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		return ctrl.Result{}, nil
 	case operatorv1.Removed:
 		err := appliers.Delete(ctx, log, p.Delete)
-		controllerWorkload.Removed(st, err, "the CSI controller and its configuration", otherConditions()...)
+		controllerWorkload.Removed(st, err, "the CSI controller and its configuration", p.Waiting, otherConditions()...)
+		if len(p.Held) > 0 {
+			// Pods are not watched: look again when a pod's termination may be over.
+			return ctrl.Result{RequeueAfter: leaseRecheck}, err
+		}
 		return ctrl.Result{}, err
 	}
 

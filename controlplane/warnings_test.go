@@ -195,7 +195,7 @@ func TestConditionCoverage(t *testing.T) {
 	}{
 		{name: "When Unmanaged, it should report every warning False with reason Unmanaged", set: func(s *conditions.Set) { controllerWorkload.Unmanaged(s, otherConditions()...) }, want: names.ReasonUnmanaged},
 		{name: "When Removed, it should report every warning False with reason Removed", set: func(s *conditions.Set) {
-			controllerWorkload.Removed(s, nil, "the CSI controller and its configuration", otherConditions()...)
+			controllerWorkload.Removed(s, nil, "the CSI controller and its configuration", "", otherConditions()...)
 		}, want: names.ReasonRemoved},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

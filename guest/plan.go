@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
@@ -54,6 +55,9 @@ type State struct {
 	// itself (cluster-storage-operator's RBAC): it cannot grant what it does not hold, so the
 	// kube-rbac-proxies' ClusterRole grants token reviews only, as csi-operator's does.
 	NoAccessReviews bool
+	// ControllerServiceAccount is set, standalone, while the controller's ServiceAccount exists:
+	// under managementState Removed the controller's RBAC stays until then (see holdControllerRBAC).
+	ControllerServiceAccount bool
 }
 
 // Plan is the guest manager's desired state for one State.
@@ -95,6 +99,9 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) { return removals(d, cfg, s) })
 	p := &Plan{Base: base}
 	if complete || err != nil {
+		if err == nil && p.ManagementState == operatorv1.Removed && !cfg.HyperShift && s.ControllerServiceAccount {
+			err = p.holdControllerRBAC(d)
+		}
 		return p, err
 	}
 	driver := plan.Driver(s.Driver)
@@ -258,6 +265,29 @@ func removals(d *manifests.Decoder, cfg Config, s State) ([]plan.Step, error) {
 		i = len(all)
 	}
 	return slices.Concat(all[:i], extra, all[i:]), nil
+}
+
+// holdControllerRBAC keeps the controller's RBAC (standalone) out of the removal while the
+// controller's ServiceAccount exists: the controlplane manager deletes the ServiceAccount once the
+// controller's pods have ended, and until then their sidecars need the lease Role to release their
+// leader leases as they stop. The ServiceAccount's deletion brings the guest manager back.
+func (p *Plan) holdControllerRBAC(d *manifests.Decoder) error {
+	rbac, err := d.Operand("controller_rbac.yaml")
+	if err != nil {
+		return err
+	}
+	ids := make(map[string]bool, len(rbac))
+	for _, o := range rbac {
+		ids[identityKey(o)] = true
+	}
+	p.Hold(func(st plan.Step) bool { return ids[identityKey(st.Object)] },
+		fmt.Sprintf("The CSI controller's RBAC stays until ServiceAccount %s is deleted, once the controller's pods have ended.", names.ControllerServiceAccount))
+	return nil
+}
+
+// identityKey names an object by its Go type, namespace and name.
+func identityKey(o client.Object) string {
+	return fmt.Sprintf("%T %s/%s", o, o.GetNamespace(), o.GetName())
 }
 
 // everything returns every object the guest manager can create in this mode, whatever the inputs:

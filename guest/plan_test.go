@@ -205,6 +205,49 @@ func TestDesiredRemoved(t *testing.T) {
 	}
 }
 
+// TestDesiredRemovedHoldsControllerRBAC checks that, standalone, Removed keeps the controller's
+// RBAC while its ServiceAccount exists, and deletes the rest.
+func TestDesiredRemovedHoldsControllerRBAC(t *testing.T) {
+	t.Parallel()
+	d := testutil.Decoder(t)
+	rbac, err := d.Operand("controller_rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rbacNames []string
+	for _, o := range rbac {
+		rbacNames = append(rbacNames, testutil.StepNames(plan.Steps(plan.Guest, "", o))[0])
+	}
+	for _, tt := range []struct {
+		name       string
+		hyperShift bool
+		sa         bool
+		held       []string
+	}{
+		{name: "When Removed standalone while the controller's ServiceAccount exists, it should keep the controller's RBAC", sa: true, held: rbacNames},
+		{name: "When Removed standalone once the controller's ServiceAccount is gone, it should delete the controller's RBAC"},
+		{name: "When Removed on HyperShift, it should hold nothing: the guest has no controller RBAC", hyperShift: true, sa: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			removed := State{Driver: testState(tt.hyperShift, true).Driver.DeepCopy()}
+			removed.Driver.Spec.ManagementState = operatorv1.Removed
+			everything := testutil.StepNames(desiredPlan(t, testConfig(tt.hyperShift), removed).Delete)
+			removed.ControllerServiceAccount = tt.sa
+			p := desiredPlan(t, testConfig(tt.hyperShift), removed)
+			g.Expect(testutil.StepNames(p.Held)).To(ConsistOf(tt.held))
+			if len(tt.held) > 0 {
+				g.Expect(p.Waiting).To(ContainSubstring(names.ControllerServiceAccount))
+				g.Expect(testutil.StepNames(p.Delete)).To(ContainElement("guest/DaemonSet/" + names.GuestNamespace + "/" + names.NodeDaemonSet))
+			} else {
+				g.Expect(p.Waiting).To(BeEmpty())
+			}
+			g.Expect(append(testutil.StepNames(p.Delete), testutil.StepNames(p.Held)...)).To(ConsistOf(everything), "nothing is lost")
+		})
+	}
+}
+
 // withFeatures returns s with the node copy of cloud-conf also holding data, as the controlplane
 // manager writes it (its data hash updated).
 func withFeatures(s State, data map[string]string) State {

@@ -130,7 +130,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		return ctrl.Result{}, nil
 	case operatorv1.Removed:
 		err := appliers.Delete(ctx, log, p.Delete)
-		nodeWorkload.Removed(st, err, "the CSI node plugin, CSIDriver, StorageClasses and VolumeSnapshotClasses",
+		nodeWorkload.Removed(st, err, "the CSI node plugin, CSIDriver, StorageClasses and VolumeSnapshotClasses", p.Waiting,
 			names.ConditionStaticResourcesDegraded, names.ConditionStorageClassDegraded, names.ConditionZoneWarning)
 		return ctrl.Result{}, err
 	}
@@ -216,6 +216,10 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 		}
 	}
 	if !r.Config.HyperShift {
+		var sa corev1.ServiceAccount
+		if err := get(client.ObjectKey{Namespace: names.GuestNamespace, Name: names.ControllerServiceAccount}, &sa, func() { s.ControllerServiceAccount = true }); err != nil {
+			return nil, err
+		}
 		may, err := r.canReviewAccess(ctx)
 		if err != nil {
 			return nil, err

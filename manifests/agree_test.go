@@ -56,6 +56,7 @@ func TestOperandsAgree(t *testing.T) {
 			g.Expect(n.got).To(Equal(n.want))
 		}
 		g.Expect(node.Namespace).To(Equal(names.GuestNamespace))
+		g.Expect(controller.Spec.Selector.MatchLabels).To(Equal(map[string]string{names.ControllerPodLabel: names.ControllerDeployment}))
 	})
 
 	t.Run("When an object of the manifests refers to another, it should use the name the managers know", func(t *testing.T) {

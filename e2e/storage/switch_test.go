@@ -119,7 +119,7 @@ func (w *world) waitSidecarLeases(t testing.TB) {
 	ctx := context.Background()
 	NewWithT(t).Eventually(func(g Gomega) {
 		pods := &corev1.PodList{}
-		g.Expect(w.Mgmt.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabels{"app": names.ControllerDeployment})).To(Succeed())
+		g.Expect(w.Mgmt.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabels{names.ControllerPodLabel: names.ControllerDeployment})).To(Succeed())
 		current := map[string]bool{}
 		for _, p := range pods.Items {
 			if p.DeletionTimestamp == nil {

@@ -53,12 +53,17 @@ func (w Workload) Set(s *Set, live *Rollout, waitingFor string, applyErr error) 
 }
 
 // Removed reports managementState Removed: the workload is Available (there is nothing to wait
-// for) and not Progressing, Degraded follows the removal's outcome, and every other given
-// condition is False. what names what was removed, for the message.
-func (w Workload) Removed(s *Set, err error, what string, others ...string) {
+// for), Degraded follows the removal's outcome, and every other given condition is False. what
+// names what was removed, for the message. Progressing is False, or True while waiting (a
+// sentence) says what the removal still waits for before it deletes the rest (plan.Base.Held).
+func (w Workload) Removed(s *Set, err error, what, waiting string, others ...string) {
 	msg := "managementState is Removed: " + what + " are removed."
 	s.True(w.Available, names.ReasonRemoved, msg)
-	s.False(w.Progressing, names.ReasonRemoved, msg)
+	if waiting != "" {
+		s.True(w.Progressing, names.ReasonRemoving, msg+" "+waiting)
+	} else {
+		s.False(w.Progressing, names.ReasonRemoved, msg)
+	}
 	s.Fold(w.Degraded, err, "Removing "+what)
 	for _, t := range others {
 		s.False(t, names.ReasonRemoved, msg)

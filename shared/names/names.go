@@ -38,6 +38,9 @@ const (
 const (
 	ControllerDeployment     = AssetPrefix + "-controller"
 	ControllerServiceAccount = AssetPrefix + "-controller-sa"
+	// ControllerPodLabel is the label the controller Deployment selects its pods by, with the
+	// value ControllerDeployment.
+	ControllerPodLabel       = "app"
 	ControllerPDB            = AssetPrefix + "-controller-pdb"
 	ControllerMetricsService = AssetPrefix + "-controller-metrics"
 	ControllerMetricsSecret  = AssetPrefix + "-controller-metrics-serving-cert"
@@ -389,6 +392,9 @@ const (
 	ReasonOpenStackUnavailable      = "OpenStackUnavailable"
 	ReasonTopologyOverridden        = "Overridden"
 	ReasonMissingHostedControlPlane = "MissingHostedControlPlane"
+	// ReasonRemoving is Progressing's while Removed waits for something to end before it
+	// deletes the last objects (the controller's ServiceAccount and RBAC, standalone).
+	ReasonRemoving = "Removing"
 	// ReasonTLSProfileFallback is ConfigDegraded's reason, with status False, while the cluster's
 	// TLS security profile cannot be served and Intermediate is used instead.
 	ReasonTLSProfileFallback = "TLSProfileFallback"

@@ -157,6 +157,28 @@ type Base struct {
 	Apply []Step
 	// Delete holds the identities of the objects to delete.
 	Delete []Step
+	// Held holds, under managementState Removed, the identities of objects Removed deletes only
+	// once what still uses them has ended (see Hold); Waiting says what, for the conditions.
+	// Both are empty when Delete holds everything.
+	Held    []Step
+	Waiting string
+}
+
+// Hold moves the steps of Delete that in reports to Held, and sets Waiting to why when it moved
+// any: the reconciler deletes them on a later pass, once why no longer holds.
+func (b *Base) Hold(in func(Step) bool, why string) {
+	keep := b.Delete[:0:0]
+	for _, s := range b.Delete {
+		if in(s) {
+			b.Held = append(b.Held, s)
+		} else {
+			keep = append(keep, s)
+		}
+	}
+	b.Delete = keep
+	if len(b.Held) > 0 {
+		b.Waiting = why
+	}
 }
 
 // Driver returns driver, or a Managed ClusterCSIDriver with defaults when it is nil (an offline

@@ -78,3 +78,29 @@ func TestManagedAndHarden(t *testing.T) {
 	g.Expect(*c.SecurityContext.ReadOnlyRootFilesystem).To(BeTrue())
 	g.Expect(c.SecurityContext.RunAsNonRoot).NotTo(BeNil(), "the manifest's own settings stay")
 }
+
+func TestHold(t *testing.T) {
+	t.Parallel()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	isSA := func(s Step) bool { _, ok := s.Object.(*corev1.ServiceAccount); return ok }
+
+	t.Run("When a step is in use, it should move from Delete to Held, the others keeping their order, and Waiting should say why", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		b := Base{Delete: Steps(Guest, "g", cm, sa, cm)}
+		b.Hold(isSA, "in use")
+		g.Expect(b.Delete).To(Equal(Steps(Guest, "g", cm, cm)))
+		g.Expect(b.Held).To(Equal(Steps(Guest, "g", sa)))
+		g.Expect(b.Waiting).To(Equal("in use"))
+	})
+	t.Run("When no step is in use, it should leave Delete whole and say nothing", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		b := Base{Delete: Steps(Guest, "g", cm)}
+		b.Hold(isSA, "in use")
+		g.Expect(b.Delete).To(Equal(Steps(Guest, "g", cm)))
+		g.Expect(b.Held).To(BeEmpty())
+		g.Expect(b.Waiting).To(BeEmpty())
+	})
+}
