@@ -7,18 +7,25 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	operatorv1 "github.com/openshift/api/operator/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 )
 
 // TestRemovedInventory proves that managementState Removed removes every object the operator
@@ -71,6 +78,10 @@ func TestRemovedInventory(t *testing.T) {
 			}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
 			t.Logf("Installed inventory:\n%s", installed)
 
+			var lingering *corev1.Pod
+			if mode == env.ModeStandalone {
+				lingering = lingeringControllerPod(t, e)
+			}
 			setSpec(t, e, func(s *operatorv1.ClusterCSIDriverSpec) { s.ManagementState = operatorv1.Removed })
 			NewWithT(t).Eventually(func(g Gomega) {
 				for _, c := range []string{names.ConditionControllerAvailable, names.ConditionNodeAvailable} {
@@ -78,6 +89,9 @@ func TestRemovedInventory(t *testing.T) {
 					g.Expect(cond.Reason).To(Equal(names.ReasonRemoved), c)
 				}
 			}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
+			if lingering != nil {
+				removalWaitsForPod(t, e, lingering)
+			}
 			// Garbage collection runs after the Removed conditions are written; what it
 			// deletes is given the time it takes.
 			NewWithT(t).Eventually(func(g Gomega) {
@@ -242,4 +256,68 @@ func wroteOutsideStatus(m metav1.ObjectMeta) bool {
 		}
 	}
 	return false
+}
+
+// lingeringControllerPod creates a pod that counts as one of the controller's (its label) but that
+// nothing deletes: it is never scheduled, and no owner collects it. Standalone, Removed must then
+// keep the controller's ServiceAccount and RBAC until the test deletes it.
+func lingeringControllerPod(t *testing.T, e *env.Env) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: "lingering-controller",
+			Labels: map[string]string{names.ControllerPodLabel: names.ControllerDeployment}},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"e2e.cinder-csi-operator/nowhere": "true"},
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{Name: "c", Image: "lingering.invalid/none",
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
+		},
+	}
+	NewWithT(t).Expect(e.MgmtClient.Create(context.Background(), p)).To(Succeed())
+	t.Cleanup(func() {
+		_ = client.IgnoreNotFound(e.MgmtClient.Delete(context.Background(), p, client.GracePeriodSeconds(0)))
+	})
+	return p
+}
+
+// removalWaitsForPod checks that Removed, standalone, keeps the controller's ServiceAccount and
+// RBAC while pod is there and says so in both managers' Progressing, then deletes pod and waits
+// until both report the removal done.
+func removalWaitsForPod(t *testing.T, e *env.Env, pod *corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	g := NewWithT(t)
+	rbac, err := testutil.Decoder(t).Operand("controller_rbac.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	held := append(rbac, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: names.ControllerServiceAccount}})
+	g.Eventually(func(g Gomega) {
+		c := condition(g, e, names.ConditionControllerProgressing)
+		g.Expect(c.Status).To(Equal(operatorv1.ConditionTrue))
+		g.Expect(c.Reason).To(Equal(names.ReasonRemoving))
+		g.Expect(c.Message).To(ContainSubstring(pod.Name))
+		g.Expect(condition(g, e, names.ConditionNodeProgressing).Reason).To(Equal(names.ReasonRemoving))
+		g.Expect(e.MgmtClient.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: names.ControllerDeployment}, &appsv1.Deployment{})).
+			To(MatchError(apierrors.IsNotFound, "the Deployment is not held"))
+	}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		for _, o := range held {
+			g.Expect(e.MgmtClient.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))).
+				To(Succeed(), "%T %s is held while a controller pod is there", o, o.GetName())
+		}
+	}).WithTimeout(3 * time.Second).WithPolling(poll).Should(Succeed())
+
+	g.Expect(e.MgmtClient.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, c := range []string{names.ConditionControllerProgressing, names.ConditionNodeProgressing} {
+			cond := condition(g, e, c)
+			g.Expect(cond.Status).To(Equal(operatorv1.ConditionFalse), c)
+			g.Expect(cond.Reason).To(Equal(names.ReasonRemoved), c)
+		}
+		for _, o := range held {
+			g.Expect(e.MgmtClient.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))).
+				To(MatchError(apierrors.IsNotFound, "deleted"), "%T %s", o, o.GetName())
+		}
+	}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
 }
