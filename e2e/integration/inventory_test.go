@@ -289,9 +289,9 @@ func removalWaitsForPod(t *testing.T, e *env.Env, pod *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
 	g := NewWithT(t)
-	rbac, err := testutil.Decoder(t).Operand("controller_rbac.yaml")
+	held, err := testutil.Decoder(t).Operand("controller_rbac.yaml")
 	g.Expect(err).NotTo(HaveOccurred())
-	held := append(rbac, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: names.ControllerServiceAccount}})
+	held = append(held, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: names.ControllerServiceAccount}})
 	g.Eventually(func(g Gomega) {
 		c := condition(g, e, names.ConditionControllerProgressing)
 		g.Expect(c.Status).To(Equal(operatorv1.ConditionTrue))
