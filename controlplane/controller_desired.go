@@ -404,7 +404,7 @@ func controllerAntiAffinity() *corev1.PodAntiAffinity {
 		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
 			Weight: 100,
 			PodAffinityTerm: corev1.PodAffinityTerm{
-				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": names.ControllerDeployment}},
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{names.ControllerPodLabel: names.ControllerDeployment}},
 				TopologyKey:   hostnameTopologyKey,
 			},
 		}},

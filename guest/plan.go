@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
@@ -55,8 +54,9 @@ type State struct {
 	// itself (cluster-storage-operator's RBAC): it cannot grant what it does not hold, so the
 	// kube-rbac-proxies' ClusterRole grants token reviews only, as csi-operator's does.
 	NoAccessReviews bool
-	// ControllerServiceAccount is set, standalone, while the controller's ServiceAccount exists:
-	// under managementState Removed the controller's RBAC stays until then (see holdControllerRBAC).
+	// ControllerServiceAccount is set, standalone and under managementState Removed, while the
+	// controller's ServiceAccount exists: the controller's RBAC stays until then (see
+	// holdControllerRBAC).
 	ControllerServiceAccount bool
 }
 
@@ -276,18 +276,13 @@ func (p *Plan) holdControllerRBAC(d *manifests.Decoder) error {
 	if err != nil {
 		return err
 	}
-	ids := make(map[string]bool, len(rbac))
-	for _, o := range rbac {
-		ids[identityKey(o)] = true
+	held := map[string]bool{}
+	for _, st := range plan.Steps(plan.Guest, groupStatic, rbac...) {
+		held[st.String()] = true
 	}
-	p.Hold(func(st plan.Step) bool { return ids[identityKey(st.Object)] },
+	p.Hold(func(st plan.Step) bool { return held[st.String()] },
 		fmt.Sprintf("The CSI controller's RBAC stays until ServiceAccount %s is deleted, once the controller's pods have ended.", names.ControllerServiceAccount))
 	return nil
-}
-
-// identityKey names an object by its Go type, namespace and name.
-func identityKey(o client.Object) string {
-	return fmt.Sprintf("%T %s/%s", o, o.GetNamespace(), o.GetName())
 }
 
 // everything returns every object the guest manager can create in this mode, whatever the inputs:

@@ -214,10 +214,7 @@ func TestDesiredRemovedHoldsControllerRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rbacNames []string
-	for _, o := range rbac {
-		rbacNames = append(rbacNames, testutil.StepNames(plan.Steps(plan.Guest, "", o))[0])
-	}
+	rbacNames := testutil.StepNames(plan.Steps(plan.Guest, "", rbac...))
 	for _, tt := range []struct {
 		name       string
 		hyperShift bool

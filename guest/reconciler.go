@@ -215,11 +215,14 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 			return nil, err
 		}
 	}
-	if !r.Config.HyperShift {
+	if !r.Config.HyperShift && driver.Spec.ManagementState == operatorv1.Removed {
+		// Only Removed decides from it (see State.ControllerServiceAccount).
 		var sa corev1.ServiceAccount
 		if err := get(client.ObjectKey{Namespace: names.GuestNamespace, Name: names.ControllerServiceAccount}, &sa, func() { s.ControllerServiceAccount = true }); err != nil {
 			return nil, err
 		}
+	}
+	if !r.Config.HyperShift {
 		may, err := r.canReviewAccess(ctx)
 		if err != nil {
 			return nil, err

@@ -25,10 +25,8 @@ import (
 	. "github.com/onsi/gomega"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -228,8 +226,9 @@ func removedInUse(t *testing.T, w *world) {
 	ns := w.namespace(t, "removed")
 	p := w.volumeInUse(t, ns)
 	pv := w.waitBound(t, ns, "data")
-	controllers := w.controllerPods(g)
-	g.Expect(controllers).NotTo(BeEmpty())
+	// Each lease is held by a current controller pod: what Removed must see released.
+	w.waitSidecarLeases(t)
+	held := w.sidecarLeaseHolders(g)
 
 	w.setManagementState(t, operatorv1.Removed)
 	g.Eventually(func(g Gomega) {
@@ -242,14 +241,8 @@ func removedInUse(t *testing.T, w *world) {
 	// A lease still naming a stopped pod would keep a controller installed again waiting for it
 	// to expire (over two minutes) before it provisions or attaches.
 	g.Eventually(w.controllerPods).WithTimeout(podTimeout).WithPolling(poll).Should(BeEmpty())
-	for _, name := range names.SidecarLeases {
-		l := &coordinationv1.Lease{}
-		err := w.Guest.Get(ctx, client.ObjectKey{Namespace: names.GuestNamespace, Name: name}, l)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(controllers).NotTo(ContainElement(ptr.Deref(l.Spec.HolderIdentity, "")), "lease %s was not released by the pod that held it", name)
+	for name, holder := range w.sidecarLeaseHolders(g) {
+		g.Expect(holder).To(BeEmpty(), "lease %s was not released by %s, which held it", name, held[name])
 	}
 
 	// The operator removes the driver, not the user's data: the volume stays attached and
@@ -270,18 +263,6 @@ func removedInUse(t *testing.T, w *world) {
 	w.setManagementState(t, operatorv1.Managed)
 	w.waitAvailable(t)
 	w.deletePod(t, ns, "user")
-}
-
-// controllerPods names the controller's pods, terminating or not.
-func (w *world) controllerPods(g Gomega) []string {
-	pods := &corev1.PodList{}
-	g.Expect(w.Mgmt.List(context.Background(), pods, client.InNamespace(w.Namespace),
-		client.MatchingLabels{names.ControllerPodLabel: names.ControllerDeployment})).To(Succeed())
-	var out []string
-	for _, p := range pods.Items {
-		out = append(out, p.Name)
-	}
-	return out
 }
 
 // clusterTag is the Cinder volume property the driver sets from --cluster, so that a cluster's

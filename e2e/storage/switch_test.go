@@ -116,23 +116,37 @@ func (w *world) expectRolledOut(g Gomega) {
 func (w *world) waitSidecarLeases(t testing.TB) {
 	t.Helper()
 	defer took(t, "the controller's sidecar leases held by a current pod")()
-	ctx := context.Background()
 	NewWithT(t).Eventually(func(g Gomega) {
-		pods := &corev1.PodList{}
-		g.Expect(w.Mgmt.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabels{names.ControllerPodLabel: names.ControllerDeployment})).To(Succeed())
 		current := map[string]bool{}
-		for _, p := range pods.Items {
+		for _, p := range w.controllerPods(g) {
 			if p.DeletionTimestamp == nil {
 				current[p.Name] = true
 			}
 		}
-		for _, name := range names.SidecarLeases {
-			l := &coordinationv1.Lease{}
-			g.Expect(w.Guest.Get(ctx, client.ObjectKey{Namespace: names.GuestNamespace, Name: name}, l)).To(Succeed())
-			holder := ptr.Deref(l.Spec.HolderIdentity, "")
+		for name, holder := range w.sidecarLeaseHolders(g) {
 			g.Expect(current).To(HaveKey(holder), "lease %s is held by %q, not a current controller pod", name, holder)
 		}
 	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+}
+
+// controllerPods returns the controller's pods, terminating or not.
+func (w *world) controllerPods(g Gomega) []corev1.Pod {
+	pods := &corev1.PodList{}
+	g.Expect(w.Mgmt.List(context.Background(), pods, client.InNamespace(w.Namespace),
+		client.MatchingLabels{names.ControllerPodLabel: names.ControllerDeployment})).To(Succeed())
+	return pods.Items
+}
+
+// sidecarLeaseHolders returns the holder of each sidecar's leader lease (names.SidecarLeases, in
+// the guest namespace), "" for a released one; a missing lease fails g.
+func (w *world) sidecarLeaseHolders(g Gomega) map[string]string {
+	holders := map[string]string{}
+	for _, name := range names.SidecarLeases {
+		l := &coordinationv1.Lease{}
+		g.Expect(w.Guest.Get(context.Background(), client.ObjectKey{Namespace: names.GuestNamespace, Name: name}, l)).To(Succeed())
+		holders[name] = ptr.Deref(l.Spec.HolderIdentity, "")
+	}
+	return holders
 }
 
 // csiOperatorTemplate tells csi-operator's pod templates from this operator's: only csi-operator's

@@ -7,6 +7,7 @@ package plan
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 
 	"github.com/go-logr/logr"
@@ -38,6 +39,11 @@ type Step struct {
 	// stop at the first error, other groups go on.
 	Group  string
 	Object client.Object
+}
+
+// String names the step as cluster/Kind/namespace/name: the same for an object and its identity.
+func (s Step) String() string {
+	return fmt.Sprintf("%s/%s/%s/%s", s.Cluster, Kind(s.Object), s.Object.GetNamespace(), s.Object.GetName())
 }
 
 // Steps returns one step per object, all in the same cluster and group.

@@ -85,7 +85,7 @@ func NewSet(at time.Time) *conditions.Set {
 func StepNames(steps []plan.Step) []string {
 	out := make([]string, len(steps))
 	for i, s := range steps {
-		out[i] = fmt.Sprintf("%s/%s/%s/%s", s.Cluster, plan.Kind(s.Object), s.Object.GetNamespace(), s.Object.GetName())
+		out[i] = s.String()
 	}
 	return out
 }
