@@ -24,6 +24,12 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
+// setGlobalLogger sets controller-runtime's global logger once per process. controller-runtime
+// honours only its first SetLogger, and a second call from a test running in parallel races with
+// the first (the race detector fails both tests); each operator's managers get their own logger
+// in their options instead.
+var setGlobalLogger sync.Once
+
 // LocalImages are the operand images of local runs. Nothing pulls them (kwok only pretends to
 // run pods), so they name no registry.
 var LocalImages = map[string]string{
@@ -121,7 +127,7 @@ func (e *Env) RunOperator(o OperatorOptions) (*Operator, error) {
 	zapOpts = append(zapOpts, zap.WriteTo(dest))
 	reconciles := &ReconcileCounter{}
 	logger := reconciles.Wrap(zap.New(zapOpts...))
-	ctrl.SetLogger(logger)
+	setGlobalLogger.Do(func() { ctrl.SetLogger(logger) })
 
 	op := &Operator{Requests: map[string]*RequestLog{}, Reconciles: reconciles, done: make(chan error, 3)}
 	counted := func(name, cluster string, cfg *rest.Config) *rest.Config {
