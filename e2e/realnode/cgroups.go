@@ -45,8 +45,25 @@ func cgroupRoots() (v1 []string, v2 []string, err error) {
 	return v1, v2, nil
 }
 
-// createCgroups creates /<name> and /<name>/runtime in every v1 hierarchy. A new cpuset cgroup
-// has no CPUs or memory nodes, and no process can join it until they are set, so they are
+// CgroupParentEnv names a cgroup under which every node's cgroups are made instead of at the top
+// of each hierarchy, so that a limit set on it (make test-slow's one CPU) holds the nodes, their
+// containers and everything the run starts alike. Its directories are made where missing and
+// left in place: they belong to whoever set the variable.
+const CgroupParentEnv = "REALNODE_CGROUP_PARENT"
+
+// cgroupParent returns the cgroup of CgroupParentEnv, relative to each hierarchy's root ("" when
+// unset or not a plain relative path).
+func cgroupParent() string {
+	p := filepath.Clean(os.Getenv(CgroupParentEnv))
+	if p == "." || filepath.IsAbs(p) || strings.HasPrefix(p, "..") {
+		return ""
+	}
+	return p
+}
+
+// createCgroups creates /<name> and /<name>/runtime in every v1 hierarchy, with the cgroups
+// above them where missing (name may be a path under CgroupParentEnv's cgroup). A new cpuset
+// cgroup has no CPUs or memory nodes, and no process can join it until they are set, so they are
 // copied from the parent.
 func createCgroups(name string) error {
 	v1, _, err := cgroupRoots()
@@ -56,9 +73,19 @@ func createCgroups(name string) error {
 	if len(v1) == 0 {
 		return errors.New("no cgroup v1 hierarchy is mounted")
 	}
+	var levels []string
+	for p := name; p != "." && p != "/"; p = filepath.Dir(p) {
+		levels = append([]string{p}, levels...)
+	}
+	levels = append(levels, filepath.Join(name, runtimeCgroup))
 	for _, root := range v1 {
-		for _, dir := range []string{filepath.Join(root, name), filepath.Join(root, name, runtimeCgroup)} {
-			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		for _, level := range levels {
+			dir := filepath.Join(root, level)
+			err := os.Mkdir(dir, 0o755)
+			if errors.Is(err, fs.ErrExist) {
+				continue // an existing cgroup keeps its settings: a parent's limit among them
+			}
+			if err != nil {
 				return fmt.Errorf("creating cgroup %s: %w", dir, err)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "cpuset.cpus")); err == nil {
@@ -240,8 +267,9 @@ func removeCgroups(name string) error {
 	return errors.Join(errs...)
 }
 
-// cgroupNamesWithPrefix returns the top-level cgroup names starting with prefix, in any
-// hierarchy; a sweep uses it to find cgroups of runs that left no record.
+// cgroupNamesWithPrefix returns the cgroup names starting with prefix at the top of any
+// hierarchy and under CgroupParentEnv's cgroup (then as paths under it); a sweep uses it to find
+// cgroups of runs that left no record.
 func cgroupNamesWithPrefix(prefix string) ([]string, error) {
 	v1, v2, err := cgroupRoots()
 	if err != nil {
@@ -250,11 +278,14 @@ func cgroupNamesWithPrefix(prefix string) ([]string, error) {
 	seen := map[string]bool{}
 	var names []string
 	for _, root := range append(v1, v2...) {
-		entries, _ := os.ReadDir(root)
-		for _, e := range entries {
-			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) && !seen[e.Name()] {
-				seen[e.Name()] = true
-				names = append(names, e.Name())
+		for _, parent := range slices.Compact([]string{"", cgroupParent()}) {
+			entries, _ := os.ReadDir(filepath.Join(root, parent))
+			for _, e := range entries {
+				name := filepath.Join(parent, e.Name())
+				if e.IsDir() && strings.HasPrefix(e.Name(), prefix) && !seen[name] {
+					seen[name] = true
+					names = append(names, name)
+				}
 			}
 		}
 	}

@@ -139,7 +139,7 @@ func foreignKubelets() []int {
 			continue
 		}
 		cg, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
-		if !strings.Contains(string(cg), ":/"+namePrefix) {
+		if !strings.Contains(string(cg), "/"+namePrefix) {
 			pids = append(pids, pid)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/machine"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
@@ -75,7 +76,8 @@ type NodeOptions struct {
 	// ExtraIPs are added on lo in the node's namespace (for example a fake OpenStack's
 	// address); the egress proxy routes them to this node.
 	ExtraIPs []net.IP
-	// ReadyTimeout bounds the wait for the Node to become Ready; default two minutes.
+	// ReadyTimeout bounds the wait for the Node to become Ready; default two minutes on the
+	// reference machine, stretched on a slower one (package machine).
 	ReadyTimeout time.Duration
 	// NetworkPolicy, when set, makes the node enforce NetworkPolicy with kube-router's
 	// network-policy controller (see NetworkPolicyOptions); StartNode then returns only once
@@ -139,7 +141,7 @@ func (r *Run) StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err err
 		return nil, fmt.Errorf("%w: %s is not an executable", ErrKubeletMissing, opts.Kubelet)
 	}
 	if opts.ReadyTimeout == 0 {
-		opts.ReadyTimeout = defaultReadyTimeout
+		opts.ReadyTimeout = machine.Scale(defaultReadyTimeout)
 	}
 	if opts.NetworkPolicy != nil {
 		if err := checkNetworkPolicy(opts.NetworkPolicy); err != nil {
@@ -165,7 +167,7 @@ func (r *Run) StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err err
 	n.rec = nodeRecord{
 		Name:             opts.Name,
 		Netns:            full,
-		Cgroup:           full,
+		Cgroup:           filepath.Join(cgroupParent(), full),
 		Dir:              dir,
 		RootDir:          filepath.Join(dir, "kubelet"),
 		KubeletDir:       opts.RootDir,
@@ -200,6 +202,7 @@ func (r *Run) StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err err
 		return nil, fmt.Errorf("starting real node %s: %w", opts.Name, err)
 	}
 	n.started = time.Since(begin)
+	machine.Started("real node "+opts.Name+" Ready", n.started)
 	r.logf("Real node %s: Ready after %s (IP %s, pod subnet %s, namespace %s)", opts.Name,
 		n.started.Round(time.Millisecond), n.ip, n.subnet, n.NetnsPath())
 	return n, nil

@@ -718,6 +718,56 @@ func TestSweepOrphans(t *testing.T) {
 			_ = os.Remove(netnsDir)
 		}
 	})
+
+	t.Run("When "+CgroupParentEnv+" names a cgroup limited to one CPU, a node's cgroups should nest under it with its CPU, and an orphan there should be swept", func(t *testing.T) {
+		g := NewWithT(t)
+		parent := fmt.Sprintf("cinder-csi-test-parent-%d", os.Getpid())
+		v1, _, err := cgroupRoots()
+		g.Expect(err).NotTo(HaveOccurred())
+		name := filepath.Join(parent, namePrefix+"0f0f0e-orphan")
+		t.Cleanup(func() {
+			_ = killCgroups(name)
+			_ = removeCgroups(name)
+			for _, root := range v1 {
+				_ = os.Remove(filepath.Join(root, parent))
+			}
+		})
+		// The parent as make test-slow makes it: in the cpuset hierarchy only, with one CPU.
+		var cpuset string
+		for _, root := range v1 {
+			if _, err := os.Stat(filepath.Join(root, "cpuset.cpus")); err == nil {
+				cpuset = root
+			}
+		}
+		g.Expect(cpuset).NotTo(BeEmpty(), "a cpuset hierarchy")
+		g.Expect(os.Mkdir(filepath.Join(cpuset, parent), 0o755)).To(Succeed())
+		mems, err := os.ReadFile(filepath.Join(cpuset, "cpuset.mems"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(os.WriteFile(filepath.Join(cpuset, parent, "cpuset.mems"), bytes.TrimSpace(mems), 0o644)).To(Succeed())
+		g.Expect(os.WriteFile(filepath.Join(cpuset, parent, "cpuset.cpus"), []byte("0"), 0o644)).To(Succeed())
+		t.Setenv(CgroupParentEnv, parent)
+
+		g.Expect(cgroupParent()).To(Equal(parent))
+		g.Expect(createCgroups(name)).To(Succeed())
+		cpus, err := os.ReadFile(filepath.Join(cpuset, name, runtimeCgroup, "cpuset.cpus"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(strings.TrimSpace(string(cpus))).To(Equal("0"), "the parent's one CPU")
+		sleeper := exec.Command("sleep", "300")
+		g.Expect(sleeper.Start()).To(Succeed())
+		defer func() { _ = sleeper.Process.Kill() }()
+		g.Expect(joinCgroups(name, sleeper.Process.Pid)).To(Succeed())
+		waited := make(chan error, 1)
+		go func() { waited <- sleeper.Wait() }()
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		g.Expect(Sweep(ctx, t.Logf)).To(Succeed())
+		g.Eventually(waited).Should(Receive(), "the process in the orphaned cgroup under the parent")
+		dirs, err := cgroupDirs(name)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(dirs).To(BeEmpty())
+		g.Expect(filepath.Join(cpuset, parent)).To(BeADirectory(), "the parent is not the sweep's")
+	})
 }
 
 // dirExists reports whether dir is an existing directory.

@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -544,14 +545,21 @@ func sweepLocked(logf func(string, ...any)) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	cgroupOf := map[string]string{}
 	for _, cg := range cgs {
-		if id, ok := runIDOf(cg); ok && !live[id] && !slices.Contains(orphans, cg) {
-			orphans = append(orphans, cg)
+		// A node's network namespace and cgroup have one name; the cgroup may sit under
+		// CgroupParentEnv's.
+		name := filepath.Base(cg)
+		if id, ok := runIDOf(name); ok && !live[id] {
+			cgroupOf[name] = cg
+			if !slices.Contains(orphans, name) {
+				orphans = append(orphans, name)
+			}
 		}
 	}
 	for _, name := range orphans {
 		logf("Sweeping %s, left by a real-node run without a record", name)
-		rec := nodeRecord{Netns: name, Cgroup: name}
+		rec := nodeRecord{Netns: name, Cgroup: cmp.Or(cgroupOf[name], name)}
 		if err := cleanupNode(&rec, logf); err != nil {
 			errs = append(errs, err)
 		}
