@@ -68,7 +68,7 @@ present() {
 build() {
   case "$1" in
   operator) CGO_ENABLED=0 go build -trimpath -ldflags "$LDFLAGS" -o "$BIN/cinder-csi-operator" "$root/cmd/cinder-csi-operator" ;;
-  harness) CGO_ENABLED=0 go -C "$root/e2e" build -trimpath -o "$BIN/harness/" ./cmd/run-local ./cmd/operand-images ./cmd/external-storage ./cmd/realnode-sweep ;;
+  harness) CGO_ENABLED=0 go -C "$root/e2e" build -trimpath -o "$BIN/harness/" ./cmd/run-local ./cmd/operand-images ./cmd/external-storage ./cmd/realnode-sweep ./cmd/calibrate ;;
   control-plane) "$hack/build-upstream.sh" kube "$KUBE_VERSION" "$BIN/kube-$KUBE_VERSION" ;;
   etcd) "$hack/build-upstream.sh" etcd "$ETCD_VERSION" "$BIN/etcd-$ETCD_VERSION" ;;
   kwok) "$hack/build-upstream.sh" kwok "$KWOK_VERSION" "$BIN/kwok-$KWOK_VERSION" ;;
