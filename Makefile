@@ -49,10 +49,16 @@ OPENSTACK ?=
 RUN_LOCAL_OPENSTACK = $(or $(OPENSTACK),$(if $(RUN_LOCAL_REAL),real,fake))
 # The test timeout covers the idle-window test (five minutes) plus cluster start-ups.
 TEST_TIMEOUT ?= 40m
-# Parallel tests per package. The integration tests spend most of their time waiting (an idle
-# window, API server outages, rollouts on simulated nodes), so four at a time finish far sooner
-# than GOMAXPROCS (two here) would, without starving each other of CPU.
-TEST_PARALLEL ?= 4
+# How much of make test runs at once; empty values are chosen from the machine, which make test
+# measures after its build (e2e/cmd/calibrate, package e2e/machine) and says what it chose and why.
+# With the reference machine's two cores: three storage worlds at once (STORAGE_WORLDS), the
+# phases on local clusters beside the real-node phases (BESIDE=yes) and four tests per package at
+# once (TEST_PARALLEL: the integration tests mostly wait on idle windows, outages and rollouts);
+# on a slower or busier machine two worlds, the phases in sequence and two tests per package.
+# The timeouts, hang guards only, stretch with the machine's measured slowness.
+STORAGE_WORLDS ?=
+BESIDE ?=
+TEST_PARALLEL ?=
 GO_TEST_FLAGS ?=
 # Harness packages test-unit leaves out (a grep -E pattern over import paths): their tests start
 # local clusters (applier, integration, install, localcluster, e2e-kind), need real nodes
@@ -80,14 +86,14 @@ endef
 # controller runs next to iptables on nodes that enforce NetworkPolicy.
 REALNODE_HOST_PACKAGES ?= containerd runc containernetworking-plugins iproute2 iptables ipset util-linux mount
 # Four worlds: the fake cloud's two (the take-over) and the real cloud's two (both modes at once on
-# one cloud, in step where they change it). Three parallel tests: the real cloud's worlds beside
-# the fake's two, which take turns, the second starting early once a real-cloud world has ended
-# (e2e/storage), each world with clusters and nodes of its own.
-# Each HyperShift world ends with the upstream suite's CI subset (its reports under
-# EXTERNAL_STORAGE_OUT/storage). On two cores the worlds' control planes and the cloud keep the
-# processors busy, so more at once would mostly add contention.
+# one cloud, in step where they change it), each with clusters and nodes of its own. Three
+# parallel tests, of which STORAGE_WORLDS worlds run at once (e2e/storage, takePlaces): the real
+# cloud's two first, then the fake cloud's as places free up. Each HyperShift world ends with the
+# upstream suite's CI subset (its reports under EXTERNAL_STORAGE_OUT/storage). On two cores three
+# worlds' control planes and the cloud keep the processors busy, so more at once would mostly add
+# contention.
 STORAGE_TEST_TIMEOUT ?= 80m
-STORAGE_PARALLEL ?= 3
+STORAGE_PARALLEL := 3
 # bench-footprint: how long the operator is watched at rest in each scenario, which scenarios run
 # (a -bench pattern: BenchmarkFootprint/idle picks one) and the timeout, which covers three windows
 # of five minutes plus the environments' start-ups, installs and the busy management load.
@@ -129,6 +135,12 @@ RUN_LOCAL_REAL := $(if $(filter false,$(REAL_NODES)),,$(if $(filter yes,$(REAL_N
 BUILT := PREREQS=:
 # A numbered phase of a long target: heading, the command's own output, its time.
 PHASE := e2e/hack/phase.sh
+# make test's plan, chosen after its build from the machine and make's command line (shell
+# assignments of STORAGE_WORLDS, BESIDE, TEST_PARALLEL, the two timeouts and the slowness that
+# the tests read, package e2e/machine); what it measured and chose goes to the output.
+SLOWNESS_ENV := TEST_MACHINE_SLOWNESS
+CALIBRATE = $(BIN)/harness/calibrate -storage-worlds='$(STORAGE_WORLDS)' -beside='$(BESIDE)' -test-parallel='$(TEST_PARALLEL)' \
+  -test-timeout=$(TEST_TIMEOUT) -storage-test-timeout=$(STORAGE_TEST_TIMEOUT)
 
 ##@ General
 
@@ -150,19 +162,27 @@ test: export FAILURES = $(BIN)/test-logs/failures.txt
 test: ## Run unit and integration tests (race detector on), e2e tests, real storage and the upstream suite's CI subset on real nodes where the host allows it.
 	@mkdir -p $(dir $(FAILURES)) && rm -f $(FAILURES)
 	@$(PHASE) "1/6 build what the tests need" $(PREREQS) $(if $(filter yes,$(REAL_NODES_POSSIBLE)),$(TEST_STEPS),$(SIMULATED_STEPS) prometheus)
-	@$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) ./...
-	@e2e/hack/beside.sh $(BIN)/test-logs/beside-real-nodes.log "3-4/6 the tests on local clusters, beside the real-node phases" \
-	  $(MAKE) --no-print-directory test-beside-real-nodes $(BUILT) \
-	  -- $(MAKE) --no-print-directory test-real-node-phases $(BUILT)
+	@plan=$$($(CALIBRATE)) && eval "$$plan" && export $(SLOWNESS_ENV) && \
+	$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$$TEST_PARALLEL $(GO_TEST_FLAGS) -count=1 -timeout=$$TEST_TIMEOUT ./... && \
+	chosen="$(BUILT) TEST_PARALLEL=$$TEST_PARALLEL TEST_TIMEOUT=$$TEST_TIMEOUT STORAGE_WORLDS=$$STORAGE_WORLDS STORAGE_TEST_TIMEOUT=$$STORAGE_TEST_TIMEOUT" && \
+	if [ "$$BESIDE" = yes ]; then \
+	  e2e/hack/beside.sh $(BIN)/test-logs/beside-real-nodes.log "3-4/6 the tests on local clusters, beside the real-node phases" \
+	    $(MAKE) --no-print-directory test-local-cluster-phases $$chosen \
+	    -- $(MAKE) --no-print-directory test-real-node-phases $$chosen; \
+	else \
+	  e2e/hack/in-turn.sh $(MAKE) --no-print-directory test-local-cluster-phases $$chosen \
+	    -- $(MAKE) --no-print-directory test-real-node-phases $$chosen; \
+	fi
 
-# The phases of test on local clusters, which run beside its real-node phases: those tests start
-# API servers and wait (idle windows, outages, rollouts on simulated nodes), the real-node phases
-# mostly wait on pods and volumes, so on two cores together they take little more than the
-# longer of the two, the real-node phases. Both run even when the first fails.
-.PHONY: test-beside-real-nodes
-test-beside-real-nodes:
+# The phases of test on local clusters, which run beside its real-node phases where the machine
+# allows (BESIDE): those tests start API servers and wait (idle windows, outages, rollouts on
+# simulated nodes), the real-node phases mostly wait on pods and volumes, so on two cores together
+# they take little more than the longer of the two, the real-node phases. Both run even when the
+# first fails.
+.PHONY: test-local-cluster-phases
+test-local-cluster-phases:
 	@rc=0; \
-	$(PHASE) "3/6 harness and integration tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -Ev '$(HOST_LOCK_PKGS)') || rc=$$?; \
+	$(PHASE) "3/6 harness and integration tests (race detector)" $(E2E_GO) test -race -parallel=$(or $(TEST_PARALLEL),4) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -Ev '$(HOST_LOCK_PKGS)') || rc=$$?; \
 	$(PHASE) "4/6 e2e suite on local clusters" $(MAKE) --no-print-directory test-e2e || rc=$$?; \
 	exit $$rc
 
@@ -170,8 +190,12 @@ test-beside-real-nodes:
 # lock, so it runs here, in sequence with the storage phase, rather than beside it.
 .PHONY: test-real-node-phases
 test-real-node-phases:
-	@$(PHASE) "5/6 real-node harness tests (race detector)" $(E2E_GO) test -race -parallel=$(TEST_PARALLEL) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -E '$(HOST_LOCK_PKGS)')
+	@$(PHASE) "5/6 real-node harness tests (race detector)" $(E2E_GO) test -race -parallel=$(or $(TEST_PARALLEL),4) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -E '$(HOST_LOCK_PKGS)')
 	@$(PHASE) "6/6 storage on real nodes, both modes, on the fake and on a real OpenStack, with the upstream suite's CI subset on each cloud" $(MAKE) --no-print-directory test-storage
+
+.PHONY: test-slow
+test-slow: ## Run make test in a cgroup limited to one of the machine's CPUs, a machine half as fast (Linux, root, cgroup v1 cpuset): it chooses less at once and must pass too.
+	@e2e/hack/one-core.sh $(MAKE) --no-print-directory test
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector: no local cluster, real node or upstream binary needed.
@@ -204,6 +228,7 @@ ifeq ($(REAL_NODES_POSSIBLE),yes)
 	@$(PREREQS) $(STORAGE_STEPS)
 	e2e/hack/host-packages.sh busybox-static bind9-dnsutils
 	$(E2E_TEST) -tags=e2e -count=1 -timeout=$(STORAGE_TEST_TIMEOUT) -parallel=$(STORAGE_PARALLEL) -v -run '^TestStorage' ./storage/... -args -operator=$(BIN)/cinder-csi-operator -bin=$(BIN) \
+	  -worlds=$(or $(STORAGE_WORLDS),3) \
 	  -upstream-suite=$(KUBE_E2E_BIN_DIR) -upstream-kubectl=$(KUBE_BIN_DIR)/kubectl -upstream-out=$(EXTERNAL_STORAGE_OUT)/storage \
 	  -upstream-focus='$(EXTERNAL_STORAGE_CI_FOCUS)' -upstream-skip='$(SKIP)' -upstream-realcloud-skip='$(EXTERNAL_STORAGE_REALCLOUD_SKIP)' \
 	  -prometheus=$(PROMETHEUS_BIN_DIR)/prometheus -dashboard-png=$(BIN)/test-logs/dashboard.png

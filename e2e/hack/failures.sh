@@ -3,8 +3,9 @@
 # first data race report, each failed assertion (a Gomega failure: "<file>_test.go:<n>:" ending
 # its line, then its indented message), panics (the first with the stack of its goroutine), the
 # --- FAIL lines, what a test logged to say why it failed (a line "<file>_test.go:<n>: WHY: ..."
-# and the indented lines under it), and for each failed test the last lines it logged from a
-# test file (where a t.Fatalf with a message of its own is).
+# and the indented lines under it), what the machine was doing then (a "MACHINE: ..." block), and
+# for each failed test the last lines it logged from a test file (where a t.Fatalf with a message
+# of its own is).
 #
 # Usage: failures.sh <go test output file>
 set -uo pipefail
@@ -40,6 +41,9 @@ awk '
     why = 0
   }
   /_test\.go:[0-9]+: WHY: / { print; match($0, /^ */); whyIndent = RLENGTH; why = 1; whyLines = 0; next }
+  # What the machine was doing when a test failed (package e2e/machine): its load over the last
+  # minutes and how long the parts of its worlds took to start.
+  /\.go:[0-9]+: MACHINE: / { print; match($0, /^ */); whyIndent = RLENGTH; why = 1; whyLines = 0; next }
   /^=== (RUN|NAME|CONT) / { cur = $3; next }
   /^WARNING: DATA RACE$/ && race == 0 { race = 1; raceLines = 0; print "=================="; print; next }
   /_test\.go:[0-9]+: *$/ {
