@@ -20,6 +20,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/machine"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/pki"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realcloud"
@@ -260,11 +261,15 @@ func StartForTest(t testing.TB, o Options) *Env {
 	}
 	// An environment is up in about a minute, real nodes included; the bound only stops a hang.
 	// Real nodes get more: their image imports are disk- and CPU-bound, and on two cores shared
-	// with make test's phases beside them one node took four minutes to become Ready.
+	// with make test's phases beside them one node took four minutes to become Ready. Both
+	// stretch on a slower machine (package machine). A failed test says what the machine was
+	// doing.
+	machine.ReportOnFailure(t)
 	bound := 5 * time.Minute
 	if o.RealNodes != nil {
 		bound = 10 * time.Minute
 	}
+	bound = machine.Scale(bound)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	start := time.Now()
@@ -280,6 +285,7 @@ func StartForTest(t testing.TB, o Options) *Env {
 		e.Stop()
 	})
 	t.Logf("Environment (%s) up in %s", o.Mode, time.Since(start).Round(100*time.Millisecond))
+	machine.Started("environment ("+o.Mode+")", time.Since(start))
 	return e
 }
 

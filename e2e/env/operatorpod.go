@@ -22,6 +22,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/imagetars"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/install"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/machine"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -54,8 +55,9 @@ func OperatorPodLabels(mode string) map[string]string {
 const installFieldOwner = "cinder-csi-e2e-installer"
 
 // operatorReadyTimeout bounds the wait for the operator's pod to become Ready: the image import,
-// the pod's start and the caches' sync.
-const operatorReadyTimeout = 3 * time.Minute
+// the pod's start and the caches' sync. A hang guard of the reference machine's, stretched on a
+// slower one (package machine).
+var operatorReadyTimeout = machine.Scale(3 * time.Minute)
 
 // podPollInterval is how often the operator pod's status is looked at.
 const podPollInterval = time.Second

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/machine"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
@@ -45,7 +46,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	c.procs[slices.Index(c.procs, old)] = p
 	c.mu.Unlock()
 	c.logf("Cluster %s: started %s again (pid %d)", c.name, apiServerName, p.Pid())
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeout(ctx, machine.Scale(startTimeout))
 	defer cancel()
 	begin := time.Now()
 	cfg := c.restConfig
@@ -53,6 +54,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		return err
 	}
 	c.logf("Cluster %s: API server ready again after %s", c.name, time.Since(begin).Round(time.Millisecond))
+	machine.Started("cluster "+c.name+": API server again", time.Since(begin))
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/machine"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
@@ -99,7 +100,8 @@ const (
 	podCIDR    = "10.244.0.0/16"
 	fakeNodeIP = "10.0.0.1"
 
-	// startTimeout bounds a whole start, including retries after a port conflict.
+	// startTimeout bounds a whole start, including retries after a port conflict, on the
+	// reference machine (see package machine; a slower one gets more).
 	startTimeout = 3 * time.Minute
 	// portAttempts is how often Start picks new ports after a bind conflict.
 	portAttempts = 3
@@ -147,7 +149,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	removeStaleTempDirs()
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeout(ctx, machine.Scale(startTimeout))
 	defer cancel()
 	for attempt := 1; ; attempt++ {
 		c, err := start(ctx, opts, bins)
@@ -435,6 +437,7 @@ func start(ctx context.Context, opts Options, bins binaries) (_ *Cluster, err er
 		return nil, err
 	}
 	opts.Logf("Cluster %s: API server ready at %s after %s", opts.Name, server, time.Since(begin).Round(time.Millisecond))
+	machine.Started("cluster "+opts.Name+": API server", time.Since(begin))
 
 	if !opts.ControlPlaneOnly {
 		if err := c.run("kube-controller-manager", bins.controllerManager, nil,
@@ -494,6 +497,7 @@ func start(ctx context.Context, opts Options, bins binaries) (_ *Cluster, err er
 		return nil, err
 	}
 	opts.Logf("Cluster %s: started in %s (kubeconfig %s)", opts.Name, time.Since(begin).Round(time.Millisecond), c.kubeconfig)
+	machine.Started("cluster "+opts.Name, time.Since(begin))
 	return c, nil
 }
 

@@ -43,6 +43,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/machine"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
@@ -265,6 +266,7 @@ func (c *Cloud) start(ctx context.Context) error {
 		return err
 	}
 	c.logf("Real OpenStack up in %s: auth URL %s, run directory %s", time.Since(begin).Round(time.Second), c.authURL, c.dir)
+	machine.Started("real OpenStack", time.Since(begin))
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/machine"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
@@ -132,7 +133,7 @@ const serviceStartTimeout = 6 * time.Minute
 
 // waitTCP waits until port accepts connections, failing early when p exits.
 func (c *Cloud) waitTCP(ctx context.Context, what string, port int, p *procs.Process) error {
-	ctx, cancel := context.WithTimeout(ctx, serviceStartTimeout)
+	ctx, cancel := context.WithTimeout(ctx, machine.Scale(serviceStartTimeout))
 	defer cancel()
 	var last error
 	return procs.Poll(ctx, procs.Wait{What: what, Interval: 200 * time.Millisecond, Log: p.LogPath(),
@@ -150,7 +151,7 @@ func (c *Cloud) waitTCP(ctx context.Context, what string, port int, p *procs.Pro
 
 // waitHTTP waits until url answers with any HTTP status below 500, failing early when p exits.
 func (c *Cloud) waitHTTP(ctx context.Context, what, url string, p *procs.Process) error {
-	ctx, cancel := context.WithTimeout(ctx, serviceStartTimeout)
+	ctx, cancel := context.WithTimeout(ctx, machine.Scale(serviceStartTimeout))
 	defer cancel()
 	client := &http.Client{Timeout: 5 * time.Second}
 	var last error

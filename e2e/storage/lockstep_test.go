@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/machine"
 )
 
 // lockstep keeps the worlds that share one real cloud in step where a scenario changes the cloud
@@ -36,8 +38,8 @@ type lockstep struct {
 }
 
 // lockstepWait bounds how long a world waits for the others at a change: longer than any
-// scenario takes between two changes.
-const lockstepWait = 25 * time.Minute
+// scenario takes between two changes on the reference machine, stretched on a slower one.
+var lockstepWait = machine.Scale(25 * time.Minute)
 
 func newLockstep(wait time.Duration) *lockstep {
 	l := &lockstep{wait: wait}

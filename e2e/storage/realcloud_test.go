@@ -47,6 +47,8 @@ import (
 // there.
 func TestStorageRealCloud(t *testing.T) {
 	t.Parallel()
+	// Both worlds' places, taken before the cloud starts: its start-up is the heaviest part.
+	giveBack := takePlaces(t, 2)
 	if testing.Short() {
 		t.Skip("starts a real OpenStack and real nodes")
 	}
@@ -65,7 +67,7 @@ func TestStorageRealCloud(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer realCloudWorldEnded()
+			defer giveBack()
 			defer leave()
 			t.Run(mode, func(t *testing.T) {
 				realCloudScenarios(t, startWorld(t, mode, worldOptions{

@@ -48,18 +48,18 @@ import (
 // the upstream suite's (make test's last phase) and run-local's, and the integration tests' on
 // simulated nodes.
 //
-// These two worlds take turns beside TestStorageRealCloud's two (see takeFakeCloudTurn): each
+// These two worlds take their places after TestStorageRealCloud's two (see takePlaces): each
 // world has clusters and nodes of its own, and their scenarios mostly wait on pods and volumes,
 // but on two cores four worlds at once would mostly add contention.
 func TestStorageHyperShift(t *testing.T) {
 	t.Parallel()
-	takeFakeCloudTurn(t, true)
+	takePlaces(t, 1)
 	run(t, startWorld(t, env.ModeHyperShift, worldOptions{fromCSIOperator: true}), false)
 }
 
 func TestStorageStandalone(t *testing.T) {
 	t.Parallel()
-	takeFakeCloudTurn(t, false)
+	takePlaces(t, 1)
 	run(t, startWorld(t, env.ModeStandalone, worldOptions{fromCSIOperator: true}), true)
 }
 

@@ -5,62 +5,88 @@ package storage
 import (
 	"flag"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-// The storage tests run three at once (go test -parallel): the real cloud's, whose two worlds run
-// together for all of it, and the fake cloud's two. On two cores four worlds at once would mostly
-// add contention, so the fake cloud's worlds take turns: one runs at a time, plus one for each of
-// the real cloud's worlds that has ended, which leaves its share of the processors. The HyperShift
-// world, the longer of the two, goes first, so that the standalone world is the one that fills a
-// real-cloud world's place when it ends before the HyperShift world.
+// The storage tests' worlds run as many at once as -worlds allows (make test chooses it from the
+// machine, see package machine): three on a machine with the reference's two cores, two on a
+// slower or busier one, where a third world would only make every wait of the other two longer.
+// Each world has clusters and nodes of its own and mostly waits on pods and volumes.
+//
+// The worlds start in a fixed order, each once those before it have started and a place is free:
+// the real cloud's two worlds (TestStorageRealCloud), which run in step and so take two places
+// together, first, as the longest; then the fake cloud's HyperShift world, the longer of its two;
+// then its standalone world. A world gives its place back when it ends, so with three places the
+// standalone world fills the place of the first real-cloud world to end, and with two the fake
+// cloud's worlds follow the real cloud's one by one.
+var worldsAtOnce = flag.Int("worlds", 3, "storage worlds that run at once (at least 2: the real cloud's two run in step)")
 
-var fakeTurns = struct {
+// worldOrder is the order in which the storage tests' worlds start.
+var worldOrder = []string{"TestStorageRealCloud", "TestStorageHyperShift", "TestStorageStandalone"}
+
+var places = struct {
 	mu   sync.Mutex
 	cond *sync.Cond
-	// running counts the fake-cloud worlds that run, allowed how many may.
-	running, allowed int
-	// firstTaken says the world that goes first has its turn.
-	firstTaken bool
-}{allowed: 1}
+	// taken counts the places of running worlds; started the tests whose worlds have their places.
+	taken   int
+	started map[string]bool
+}{started: map[string]bool{}}
 
-func init() { fakeTurns.cond = sync.NewCond(&fakeTurns.mu) }
+func init() { places.cond = sync.NewCond(&places.mu) }
 
-// takeFakeCloudTurn waits for a fake-cloud world's turn and gives it back when t ends. first is
-// the world that goes first: the other waits for it while it is one this run selects.
-func takeFakeCloudTurn(t *testing.T, first bool) {
+// takePlaces waits until the worlds of the tests before t in worldOrder have started and n places
+// are free (all of them, when -worlds is below n), and takes them. Each place is given back by
+// calling the function it returns once per place, or by t's end for those still held.
+func takePlaces(t *testing.T, n int) (giveBack func()) {
 	start := time.Now()
-	waitFirst := !first && selected("TestStorageHyperShift")
-	fakeTurns.mu.Lock()
-	for fakeTurns.running >= fakeTurns.allowed || (waitFirst && !fakeTurns.firstTaken) {
-		fakeTurns.cond.Wait()
+	want := min(n, max(*worldsAtOnce, 1))
+	before := worldOrder[:max(0, slices.Index(worldOrder, t.Name()))]
+	places.mu.Lock()
+	for !placeFree(before, want) {
+		places.cond.Wait()
 	}
-	fakeTurns.running++
-	if first {
-		fakeTurns.firstTaken = true
-		fakeTurns.cond.Broadcast()
-	}
-	fakeTurns.mu.Unlock()
-	t.Cleanup(func() {
-		fakeTurns.mu.Lock()
-		fakeTurns.running--
-		fakeTurns.cond.Broadcast()
-		fakeTurns.mu.Unlock()
-	})
+	places.taken += want
+	places.started[t.Name()] = true
+	places.cond.Broadcast()
+	places.mu.Unlock()
 	if waited := time.Since(start); waited > time.Second {
-		t.Logf("Waited %s for a fake-cloud world's turn", waited.Round(time.Second))
+		t.Logf("Waited %s for a storage world's place (%d at once)", waited.Round(time.Second), *worldsAtOnce)
 	}
+	var mu sync.Mutex
+	held := want
+	giveBack = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if held == 0 {
+			return
+		}
+		held--
+		places.mu.Lock()
+		places.taken--
+		places.cond.Broadcast()
+		places.mu.Unlock()
+	}
+	t.Cleanup(func() {
+		for range want {
+			giveBack()
+		}
+	})
+	return giveBack
 }
 
-// realCloudWorldEnded lets one more fake-cloud world run: a real-cloud world has ended.
-func realCloudWorldEnded() {
-	fakeTurns.mu.Lock()
-	fakeTurns.allowed++
-	fakeTurns.cond.Broadcast()
-	fakeTurns.mu.Unlock()
+// placeFree says, with places.mu held, whether a world after the tests before may take want
+// places now.
+func placeFree(before []string, want int) bool {
+	for _, name := range before {
+		if selected(name) && !places.started[name] {
+			return false
+		}
+	}
+	return places.taken+want <= max(*worldsAtOnce, want)
 }
 
 // selected says whether go test's -run and -skip select the top-level test name. Only the

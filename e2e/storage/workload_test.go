@@ -16,16 +16,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/machine"
 )
 
 // Timeouts of the storage steps. Provisioning and attaching go through the real sidecars, the
 // driver and the fake OpenStack; a pod start includes formatting the volume on a loop device.
-const (
-	bindTimeout = 3 * time.Minute
-	podTimeout  = 4 * time.Minute
-	goneTimeout = 4 * time.Minute
-	poll        = time.Second
+// They stop a hang, where a step usually takes seconds; their minutes are the reference
+// machine's and stretch on a slower one (package machine), as a pod's deletion took over four
+// minutes on a loaded one. A bound a scenario promises (a pod running within a minute of an
+// outage's end, say) is its own and does not stretch.
+var (
+	bindTimeout = machine.Scale(3 * time.Minute)
+	podTimeout  = machine.Scale(4 * time.Minute)
+	goneTimeout = machine.Scale(4 * time.Minute)
 )
+
+const poll = time.Second
 
 // namespace creates a namespace for one scenario in the guest and deletes it, and everything in
 // it, when the test ends; the test then waits for the volumes to be gone from OpenStack so that
