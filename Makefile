@@ -54,7 +54,7 @@ TEST_TIMEOUT ?= 40m
 # With the reference machine's two cores: three storage worlds at once (STORAGE_WORLDS), the
 # phases on local clusters beside the real-node phases (BESIDE=yes) and four tests per package at
 # once (TEST_PARALLEL: the integration tests mostly wait on idle windows, outages and rollouts);
-# on a slower or busier machine two worlds, the phases in sequence and two tests per package.
+# on a slower or busier machine two worlds, the phases in sequence and three tests per package.
 # The timeouts, hang guards only, stretch with the machine's measured slowness.
 STORAGE_WORLDS ?=
 BESIDE ?=

@@ -116,7 +116,8 @@ const (
 // Choose picks the plan for a calibrated machine: everything at once on a machine with (nearly)
 // the reference's two cores; on one with less, two storage worlds at a time (the real cloud's
 // pair, then the fake cloud's worlds), the phases on local clusters before the real-node phases
-// instead of beside them, and two tests per package at a time instead of four.
+// instead of beside them, and three tests per package at a time instead of four (they mostly
+// wait on idle windows and outages, so fewer would mostly make the phase longer).
 func Choose(c Calibration) Plan {
 	capacity := c.Capacity()
 	p := Plan{Slowness: round2(c.Slowness())}
@@ -127,7 +128,7 @@ func Choose(c Calibration) Plan {
 		p.Why = measured + fmt.Sprintf(" (at least %.1f: everything at once)", fullCapacity)
 		return p
 	}
-	p.StorageWorlds, p.Beside, p.TestParallel = 2, false, 2
+	p.StorageWorlds, p.Beside, p.TestParallel = 2, false, 3
 	p.Why = measured + fmt.Sprintf(" (below %.1f: less at once, so that each wait gets the machine it was written for)", fullCapacity)
 	return p
 }

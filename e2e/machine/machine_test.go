@@ -17,8 +17,8 @@ func TestChoose(t *testing.T) {
 	}{
 		{name: "When the machine is as fast as the reference, it should run everything at once", round: referenceRound, worlds: 3, beside: true, parallel: 4},
 		{name: "When the machine is a little slower, it should still run everything at once", round: referenceRound * 5 / 4, worlds: 3, beside: true, parallel: 4, slownessAbove: 1.2},
-		{name: "When the machine has one core of the reference's two, it should run two worlds and the phases in turn", round: 2 * referenceRound, worlds: 2, beside: false, parallel: 2, slownessAbove: 1.9},
-		{name: "When the machine is three times slower, it should run two worlds and the phases in turn", round: 3 * referenceRound, worlds: 2, beside: false, parallel: 2, slownessAbove: 2.9},
+		{name: "When the machine has one core of the reference's two, it should run two worlds and the phases in turn", round: 2 * referenceRound, worlds: 2, beside: false, parallel: 3, slownessAbove: 1.9},
+		{name: "When the machine is three times slower, it should run two worlds and the phases in turn", round: 3 * referenceRound, worlds: 2, beside: false, parallel: 3, slownessAbove: 2.9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Choose(Calibration{CPUs: 2, Rounds: []time.Duration{tc.round, 10 * tc.round, tc.round / 10}})

@@ -17,13 +17,14 @@ import (
 // watches (Watch), keeps the last sampleKeep of it, and records how long the parts of its worlds
 // took to start (Started); Report prints both.
 const (
-	sampleEvery = 5 * time.Second
+	sampleEvery = 10 * time.Second
 	sampleKeep  = 10 * time.Minute
 	// reportSpan is how much of the samples a report shows: the last minutes before a failure,
 	// where a wait that failed has spent its time.
 	reportSpan = 3 * time.Minute
-	// reportStartups is how many of the latest start-ups a report lists.
-	reportStartups = 24
+	// reportStartups is how many of the latest start-ups a report lists. With the samples of
+	// reportSpan that keeps a report within the 45 lines the failure summary copies of it.
+	reportStartups = 16
 )
 
 type sample struct {
