@@ -259,15 +259,15 @@ func StartForTest(t testing.TB, o Options) *Env {
 	if o.Logf == nil {
 		o.Logf = t.Logf
 	}
-	// An environment is up in about a minute, real nodes included; the bound only stops a hang.
-	// Real nodes get more: their image imports are disk- and CPU-bound, and on two cores shared
-	// with make test's phases beside them one node took four minutes to become Ready. Both
-	// stretch on a slower machine (package machine). A failed test says what the machine was
-	// doing.
+	// An environment is up in about a minute, real nodes included; the bound only stops a hang,
+	// and is longer than its clusters' own (localcluster's start). Real nodes get more: their
+	// image imports are disk- and CPU-bound, and on two cores shared with make test's phases
+	// beside them one node took four minutes to become Ready. Both stretch on a slower machine
+	// (package machine). A failed test says what the machine was doing.
 	machine.ReportOnFailure(t)
-	bound := 5 * time.Minute
+	bound := 12 * time.Minute
 	if o.RealNodes != nil {
-		bound = 10 * time.Minute
+		bound = 16 * time.Minute
 	}
 	bound = machine.Scale(bound)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
