@@ -117,6 +117,14 @@ const (
 	stopGrace = 5 * time.Second
 )
 
+// startSlots bounds how many clusters of this process start at once. A start is CPU-bound (an
+// API server compiling its OpenAPI and serving the CRDs, etcd, kwok), and the integration tests
+// start up to eight at once: together on two cores, beside make test's storage phase, each took
+// over three minutes, where two at a time take seconds each. A start waits for a slot before its
+// own bound (startTimeout) begins; a cluster never waits for another one's start, so the clusters
+// of a pair cannot hold each other up.
+var startSlots = make(chan struct{}, 2)
+
 // errPortConflict marks a start that failed because a chosen port was taken between choosing it
 // and the component binding it; Start retries with new ports then.
 var errPortConflict = errors.New("port already in use")
@@ -152,6 +160,16 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	removeStaleTempDirs()
+	queued := time.Now()
+	select {
+	case startSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("starting cluster %s: waiting for a start slot: %w", opts.Name, ctx.Err())
+	}
+	defer func() { <-startSlots }()
+	if waited := time.Since(queued); waited > time.Second {
+		opts.Logf("Cluster %s: waited %s for one of the %d starts at once", opts.Name, waited.Round(100*time.Millisecond), cap(startSlots))
+	}
 	ctx, cancel := context.WithTimeout(ctx, machine.Scale(startTimeout))
 	defer cancel()
 	for attempt := 1; ; attempt++ {
