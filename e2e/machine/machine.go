@@ -29,8 +29,9 @@ const ReferenceCores = 2
 // referenceRound is how long one calibration round takes on the reference machine, a quiet one of
 // this kind (two cores, Go 1.26): make test's calibration measured 166 ms after its build with
 // nothing else running, 354 ms beside other tests (pinned to one CPU, at a lower
-// priority) and 690 to 726 ms beside a cold build. A machine this fast has a slowness of 1; one
-// limited to one of its CPUs (make test-slow) takes longer, as both workers share it.
+// priority) and 690 to 726 ms beside a cold build. A machine this fast has a slowness of 1; in
+// make test-slow's cgroup of one of its CPUs both workers share it, and a round took 335 ms
+// (capacity 1.01, the slower plan).
 const referenceRound = 170 * time.Millisecond
 
 // roundWork is one worker's work in a round: hashing this many bytes with SHA-256.
