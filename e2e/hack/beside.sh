@@ -48,11 +48,6 @@ wait "$bg_pid"
 bg_rc=$?
 echo "==> output of $name (from $log):"
 cat "$log"
-if [ -s "${FAILURES:-}" ]; then
-  echo "==> what failed, from every phase (also in $FAILURES):" >&2
-  cat "$FAILURES" >&2
-fi
-if [ $fg_rc != 0 ]; then
-  exit $fg_rc
-fi
-exit $bg_rc
+# shellcheck source=pair-end.sh
+. "$(dirname "$0")/pair-end.sh"
+pair_end "$fg_rc" "$bg_rc"

@@ -19,11 +19,6 @@ shift
 first_rc=$?
 "$@"
 second_rc=$?
-if [ -s "${FAILURES:-}" ]; then
-  echo "==> what failed, from every phase (also in $FAILURES):" >&2
-  cat "$FAILURES" >&2
-fi
-if [ $first_rc != 0 ]; then
-  exit $first_rc
-fi
-exit $second_rc
+# shellcheck source=pair-end.sh
+. "$(dirname "$0")/pair-end.sh"
+pair_end "$first_rc" "$second_rc"

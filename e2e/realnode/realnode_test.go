@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -696,12 +697,7 @@ func TestSweepOrphans(t *testing.T) {
 		hadNetnsDir := dirExists(netnsDir)
 		g.Expect(createNetns(name)).To(Succeed())
 		g.Expect(createCgroups(name)).To(Succeed())
-		sleeper := exec.Command("nsenter", "--net="+NetnsPath(name), "--", "sleep", "300")
-		g.Expect(sleeper.Start()).To(Succeed())
-		defer func() { _ = sleeper.Process.Kill() }()
-		g.Expect(joinCgroups(name, sleeper.Process.Pid)).To(Succeed())
-		waited := make(chan error, 1)
-		go func() { waited <- sleeper.Wait() }()
+		waited := sleepIn(t, g, name, "nsenter", "--net="+NetnsPath(name), "--")
 
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
@@ -752,12 +748,7 @@ func TestSweepOrphans(t *testing.T) {
 		cpus, err := os.ReadFile(filepath.Join(cpuset, name, runtimeCgroup, "cpuset.cpus"))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(strings.TrimSpace(string(cpus))).To(Equal("0"), "the parent's one CPU")
-		sleeper := exec.Command("sleep", "300")
-		g.Expect(sleeper.Start()).To(Succeed())
-		defer func() { _ = sleeper.Process.Kill() }()
-		g.Expect(joinCgroups(name, sleeper.Process.Pid)).To(Succeed())
-		waited := make(chan error, 1)
-		go func() { waited <- sleeper.Wait() }()
+		waited := sleepIn(t, g, name)
 
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
@@ -768,6 +759,20 @@ func TestSweepOrphans(t *testing.T) {
 		g.Expect(dirs).To(BeEmpty())
 		g.Expect(filepath.Join(cpuset, parent)).To(BeADirectory(), "the parent is not the sweep's")
 	})
+}
+
+// sleepIn starts a long sleep (behind prefix, a command that runs the rest) in the node cgroups
+// name, killed when the test ends, and returns the channel its end is reported on.
+func sleepIn(t *testing.T, g Gomega, name string, prefix ...string) <-chan error {
+	t.Helper()
+	args := slices.Concat(prefix, []string{"sleep", "300"})
+	sleeper := exec.Command(args[0], args[1:]...)
+	g.Expect(sleeper.Start()).To(Succeed())
+	t.Cleanup(func() { _ = sleeper.Process.Kill() })
+	g.Expect(joinCgroups(name, sleeper.Process.Pid)).To(Succeed())
+	waited := make(chan error, 1)
+	go func() { waited <- sleeper.Wait() }()
+	return waited
 }
 
 // dirExists reports whether dir is an existing directory.
