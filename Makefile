@@ -52,9 +52,10 @@ TEST_TIMEOUT ?= 40m
 # How much of make test runs at once; empty values are chosen from the machine, which make test
 # measures after its build (e2e/cmd/calibrate, package e2e/machine) and says what it chose and why.
 # With the reference machine's two cores: three storage worlds at once (STORAGE_WORLDS), the
-# phases on local clusters beside the real-node phases (BESIDE=yes) and four tests per package at
-# once (TEST_PARALLEL: the integration tests mostly wait on idle windows, outages and rollouts);
-# on a slower or busier machine two worlds, the phases in sequence and three tests per package.
+# phases on local clusters before the real-node phases (BESIDE=no; beside them only on a machine
+# half again as fast) and four tests per package at once (TEST_PARALLEL: the integration tests
+# mostly wait on idle windows, outages and rollouts); on a slower or busier machine two worlds and
+# three tests per package.
 # The timeouts, hang guards only, stretch with the machine's measured slowness.
 STORAGE_WORLDS ?=
 BESIDE ?=
@@ -175,10 +176,9 @@ test: ## Run unit and integration tests (race detector on), e2e tests, real stor
 	fi
 
 # The phases of test on local clusters, which run beside its real-node phases where the machine
-# allows (BESIDE): those tests start API servers and wait (idle windows, outages, rollouts on
-# simulated nodes), the real-node phases mostly wait on pods and volumes, so on two cores together
-# they take little more than the longer of the two, the real-node phases. Both run even when the
-# first fails.
+# allows (BESIDE, a machine half again as fast as the reference): those tests start API servers
+# and wait (idle windows, outages, rollouts on simulated nodes), the real-node phases mostly wait
+# on pods and volumes. Both run even when the first fails.
 .PHONY: test-local-cluster-phases
 test-local-cluster-phases:
 	@rc=0; \

@@ -15,8 +15,9 @@ func TestChoose(t *testing.T) {
 		parallel      int
 		slownessAbove float64
 	}{
-		{name: "When the machine is as fast as the reference, it should run everything at once", round: referenceRound, worlds: 3, beside: true, parallel: 4},
-		{name: "When the machine is a little slower, it should still run everything at once", round: referenceRound * 5 / 4, worlds: 3, beside: true, parallel: 4, slownessAbove: 1.2},
+		{name: "When the machine has twice the reference's capacity, it should run everything at once", round: referenceRound / 2, worlds: 3, beside: true, parallel: 4},
+		{name: "When the machine is as fast as the reference, it should run three worlds and the phases in turn", round: referenceRound, worlds: 3, beside: false, parallel: 4},
+		{name: "When the machine is a little slower, it should still run three worlds, the phases in turn", round: referenceRound * 5 / 4, worlds: 3, beside: false, parallel: 4, slownessAbove: 1.2},
 		{name: "When the machine has one core of the reference's two, it should run two worlds and the phases in turn", round: 2 * referenceRound, worlds: 2, beside: false, parallel: 3, slownessAbove: 1.9},
 		{name: "When the machine is three times slower, it should run two worlds and the phases in turn", round: 3 * referenceRound, worlds: 2, beside: false, parallel: 3, slownessAbove: 2.9},
 	} {

@@ -18,12 +18,18 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
 	computeservices "github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/machine"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 )
 
 // FlavorName is the flavor servers are created with: tiny, diskless (servers boot from volumes)
 // and public.
 const FlavorName = "realcloud.tiny"
+
+// zonesSetupTimeout bounds setupZones on the reference machine: Nova's and Cinder's services
+// reporting up, both compute hosts mapped, both backends reported.
+// It stretches with the machine's slowness, as every start-up does.
+const zonesSetupTimeout = 4 * time.Minute
 
 // setupZones waits for every compute and volume service to report up, puts each compute host
 // into an aggregate carrying its zone (Nova's zones are aggregates' metadata; nova-api mirrors
@@ -43,7 +49,7 @@ func (c *Cloud) setupZones(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, machine.Scale(zonesSetupTimeout))
 	defer cancel()
 	alive := func() error { return procs.FirstExit(c.processes()...) }
 
