@@ -187,7 +187,9 @@ func snapshotForceCreate(f features, live *snapshotv1.VolumeSnapshotClass) strin
 }
 
 // desiredBackupSnapshotClass returns the VolumeSnapshotClass whose snapshots are Cinder backups,
-// in zone when set, with standard-csi's force-create.
+// in zone when set, with standard-csi's force-create. It carries the operator's label, as it has
+// since the operator first made it: that label tells the operator's class from a user's of the
+// same name (see ownBackupClass).
 func desiredBackupSnapshotClass(d *manifests.Decoder, zone, forceCreate string) (*snapshotv1.VolumeSnapshotClass, error) {
 	vsc, err := manifests.Object[*snapshotv1.VolumeSnapshotClass](d, "volumesnapshotclass_backup.yaml")
 	if err != nil {
@@ -202,6 +204,15 @@ func desiredBackupSnapshotClass(d *manifests.Decoder, zone, forceCreate string) 
 	}
 	vsc.Parameters[paramForceCreate] = forceCreate
 	return vsc, nil
+}
+
+// ownBackupClass reports whether vsc, the live VolumeSnapshotClass of the backup class's name, is
+// the operator's: it carries the operator's label. One without it is someone else's, also one of
+// the operator's whose label a user removed: the operator neither applies over it, recreates it
+// nor deletes it, as ownZoneClass says of the per-zone classes. csi-operator never made a class
+// of that name, so no class of a switch from it is taken for a user's.
+func ownBackupClass(vsc *snapshotv1.VolumeSnapshotClass) bool {
+	return vsc.Labels[names.ManagedByLabel] == names.ManagedByValue
 }
 
 // snapshotClassNeedsRecreate reports whether live holds a parameter desired no longer sets (the
@@ -223,6 +234,9 @@ func snapshotClassNeedsRecreate(live, desired *snapshotv1.VolumeSnapshotClass) b
 type zoneClassPlan struct {
 	Apply    []*storagev1.StorageClass
 	Recreate []*storagev1.StorageClass
+	// Create are the classes of Apply that have no live copy, or are recreated: written with a
+	// create, never an apply (see Plan.Create).
+	Create []*storagev1.StorageClass
 	// Retire are live per-zone classes no longer asked for, deleted unless a claim uses them.
 	Retire []string
 	// Invalid are volume zones that cannot name a class.
@@ -258,8 +272,12 @@ func planZoneClasses(d *manifests.Decoder, f features, all []storagev1.StorageCl
 		}
 		wanted[sc.Name] = true
 		zp.Apply = append(zp.Apply, sc)
-		if storageClassNeedsRecreate(byName[sc.Name], sc) {
+		recreate := storageClassNeedsRecreate(byName[sc.Name], sc)
+		if recreate {
 			zp.Recreate = append(zp.Recreate, sc)
+		}
+		if recreate || byName[sc.Name] == nil {
+			zp.Create = append(zp.Create, sc)
 		}
 	}
 	for _, sc := range live {

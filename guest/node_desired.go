@@ -134,16 +134,42 @@ func defaultClassValue(live *storagev1.StorageClass, all []storagev1.StorageClas
 }
 
 // desiredVolumeSnapshotClass returns the default VolumeSnapshotClass with force-create
-// forceCreate (see snapshotForceCreate).
-func desiredVolumeSnapshotClass(d *manifests.Decoder, forceCreate string) (*snapshotv1.VolumeSnapshotClass, error) {
+// forceCreate (see snapshotForceCreate). isDefault is the default-class annotation value to set:
+// see defaultSnapshotClassValue.
+func desiredVolumeSnapshotClass(d *manifests.Decoder, forceCreate, isDefault string) (*snapshotv1.VolumeSnapshotClass, error) {
 	vsc, err := manifests.Object[*snapshotv1.VolumeSnapshotClass](d, "volumesnapshotclass.yaml")
 	if err != nil {
 		return nil, err
 	}
 	plan.Managed(vsc)
+	if vsc.Annotations == nil {
+		vsc.Annotations = map[string]string{}
+	}
+	vsc.Annotations[names.DefaultSnapshotClassAnnotation] = isDefault
 	if vsc.Parameters == nil {
 		vsc.Parameters = map[string]string{}
 	}
 	vsc.Parameters[paramForceCreate] = forceCreate
 	return vsc, nil
+}
+
+// defaultSnapshotClassValue decides the default-class annotation of standard-csi's
+// VolumeSnapshotClass as defaultClassValue does the StorageClass's, so that a user's choice stands
+// as it does under csi-operator (whose library-go never changes a class's metadata once it
+// exists): an annotation already on the live class is kept as it is; a new class, or one whose
+// annotation was removed, becomes the default only when no other class of the driver is. Only the
+// driver's classes count: the snapshot controller looks for the default class among those of a
+// snapshot's driver, so another driver's default is no conflict.
+func defaultSnapshotClassValue(live *snapshotv1.VolumeSnapshotClass, all []snapshotv1.VolumeSnapshotClass) string {
+	if live != nil {
+		if v, ok := live.Annotations[names.DefaultSnapshotClassAnnotation]; ok {
+			return v
+		}
+	}
+	for _, vsc := range all {
+		if vsc.Name != names.VolumeSnapshotCls && vsc.Driver == names.DriverName && vsc.Annotations[names.DefaultSnapshotClassAnnotation] == "true" {
+			return "false"
+		}
+	}
+	return "true"
 }

@@ -282,7 +282,7 @@ func TestDesiredVolumeSnapshotClass(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		vsc := testutil.Build(t, func(d *manifests.Decoder) (*snapshotv1.VolumeSnapshotClass, error) {
-			return desiredVolumeSnapshotClass(d, "true")
+			return desiredVolumeSnapshotClass(d, "true", "true")
 		})
 		g.Expect(vsc.Driver).To(Equal(names.DriverName))
 		g.Expect(vsc.Labels).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue))
@@ -290,14 +290,22 @@ func TestDesiredVolumeSnapshotClass(t *testing.T) {
 	})
 
 	for _, v := range []string{"true", "false"} {
-		t.Run("When force-create is "+v+", it should set the parameter to it and keep the default-class annotation", func(t *testing.T) {
+		t.Run("When force-create is "+v+", it should set the parameter to it and leave the default-class annotation alone", func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
 			vsc := testutil.Build(t, func(d *manifests.Decoder) (*snapshotv1.VolumeSnapshotClass, error) {
-				return desiredVolumeSnapshotClass(d, v)
+				return desiredVolumeSnapshotClass(d, v, "true")
 			})
 			g.Expect(vsc.Parameters).To(Equal(map[string]string{paramForceCreate: v}))
-			g.Expect(vsc.Annotations).To(HaveKeyWithValue("snapshot.storage.kubernetes.io/is-default-class", "true"))
+			g.Expect(vsc.Annotations).To(Equal(map[string]string{"snapshot.storage.kubernetes.io/is-default-class": "true"}))
+		})
+		t.Run("When the default-class value is "+v+", it should set the annotation to it", func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			vsc := testutil.Build(t, func(d *manifests.Decoder) (*snapshotv1.VolumeSnapshotClass, error) {
+				return desiredVolumeSnapshotClass(d, "true", v)
+			})
+			g.Expect(vsc.Annotations).To(Equal(map[string]string{"snapshot.storage.kubernetes.io/is-default-class": v}))
 		})
 	}
 }
@@ -367,6 +375,82 @@ func TestDefaultClassValue(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			NewWithT(t).Expect(defaultClassValue(tt.live, tt.all)).To(Equal(tt.want))
+		})
+	}
+}
+
+// snapshotClass returns a VolumeSnapshotClass of driver with the default-class annotation set to
+// isDefault, or without it when isDefault is "".
+func snapshotClass(name, driver, isDefault string) snapshotv1.VolumeSnapshotClass {
+	vsc := snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Driver: driver}
+	if isDefault != "" {
+		vsc.Annotations = map[string]string{"snapshot.storage.kubernetes.io/is-default-class": isDefault}
+	}
+	return vsc
+}
+
+// TestDefaultSnapshotClassValue checks that standard-csi's VolumeSnapshotClass follows the rules
+// of standard-csi's StorageClass (TestDefaultClassValue), among the classes of its driver.
+func TestDefaultSnapshotClassValue(t *testing.T) {
+	t.Parallel()
+	ours := func(isDefault string) *snapshotv1.VolumeSnapshotClass {
+		vsc := snapshotClass(names.VolumeSnapshotCls, names.DriverName, isDefault)
+		return &vsc
+	}
+	tests := []struct {
+		name string
+		live *snapshotv1.VolumeSnapshotClass
+		all  []snapshotv1.VolumeSnapshotClass
+		want string
+	}{
+		{
+			name: "When no class exists, it should make standard-csi the default",
+			want: "true",
+		},
+		{
+			name: "When no other class of the driver is the default, it should make standard-csi the default",
+			all:  []snapshotv1.VolumeSnapshotClass{snapshotClass("fast", names.DriverName, ""), snapshotClass("slow", names.DriverName, "false")},
+			want: "true",
+		},
+		{
+			name: "When another class of the driver is the default, it should not make standard-csi the default",
+			all:  []snapshotv1.VolumeSnapshotClass{snapshotClass("fast", names.DriverName, "true")},
+			want: "false",
+		},
+		{
+			name: "When only another driver's class is the default, it should make standard-csi the default",
+			all:  []snapshotv1.VolumeSnapshotClass{snapshotClass("nfs", "nfs.csi.k8s.io", "true")},
+			want: "true",
+		},
+		{
+			name: "When the live standard-csi has the annotation false, it should keep false even with no other default",
+			live: ours("false"),
+			all:  []snapshotv1.VolumeSnapshotClass{*ours("false")},
+			want: "false",
+		},
+		{
+			name: "When the live standard-csi has the annotation true, it should keep true even if another class of the driver is the default",
+			live: ours("true"),
+			all:  []snapshotv1.VolumeSnapshotClass{*ours("true"), snapshotClass("fast", names.DriverName, "true")},
+			want: "true",
+		},
+		{
+			name: "When the user removed the annotation from the live standard-csi and no other class is the default, it should make it the default again",
+			live: ours(""),
+			all:  []snapshotv1.VolumeSnapshotClass{*ours("")},
+			want: "true",
+		},
+		{
+			name: "When the user removed the annotation from the live standard-csi and another class of the driver is the default, it should not make it the default",
+			live: ours(""),
+			all:  []snapshotv1.VolumeSnapshotClass{*ours(""), snapshotClass("fast", names.DriverName, "true")},
+			want: "false",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			NewWithT(t).Expect(defaultSnapshotClassValue(tt.live, tt.all)).To(Equal(tt.want))
 		})
 	}
 }

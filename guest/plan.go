@@ -46,10 +46,13 @@ type State struct {
 	StorageClasses []storagev1.StorageClass
 	// SnapshotCRD is set when the API server serves VolumeSnapshotClasses.
 	SnapshotCRD bool
-	// SnapshotClass is the live standard-csi VolumeSnapshotClass and BackupSnapshotClass the
-	// live backup class, read only while the kind is served.
+	// SnapshotClass is the live standard-csi VolumeSnapshotClass, BackupSnapshotClass the live
+	// class of the backup class's name (the operator's or not, see ownBackupClass), and
+	// SnapshotClasses all of the cluster's VolumeSnapshotClasses: the user's choice of default
+	// class stands. Read only while the kind is served.
 	SnapshotClass       *snapshotv1.VolumeSnapshotClass
 	BackupSnapshotClass *snapshotv1.VolumeSnapshotClass
+	SnapshotClasses     []snapshotv1.VolumeSnapshotClass
 	// NoAccessReviews is set, standalone, when the operator may not create SubjectAccessReviews
 	// itself (cluster-storage-operator's RBAC): it cannot grant what it does not hold, so the
 	// kube-rbac-proxies' ClusterRole grants token reviews only, as csi-operator's does.
@@ -65,9 +68,10 @@ type State struct {
 // Its Apply holds the static objects (a ClusterRole before the binding that references it), the
 // DaemonSet, the StorageClasses (standard-csi and the per-zone classes) and the
 // VolumeSnapshotClasses (standard-csi and, when asked for, the backup class); its Delete holds the
-// StorageClasses under storageClassState Removed, the backup class when it exists but is no longer
-// asked for, and under
-// managementState Removed everything this manager creates.
+// StorageClasses under storageClassState Removed, the backup class when it is the operator's but no
+// longer asked for, and under managementState Removed everything this manager creates. Under
+// names a user may also give a class (the per-zone classes and the backup class), only a live
+// class with the operator's label is ever applied over, recreated or deleted.
 type Plan struct {
 	plan.Base
 	// Problems are the ClusterCSIDriver fields the guest manager cannot honour, as sentences.
@@ -81,16 +85,24 @@ type Plan struct {
 	// Recreate holds the identities of objects of Apply whose live copy differs in a field an
 	// apply cannot change (see storageClassNeedsRecreate): deleted before Apply creates them anew.
 	Recreate []plan.Step
+	// Create holds the identities of objects of Apply written with a create, not an apply: the
+	// classes under names a user may also give one (the per-zone classes and the backup class)
+	// that have no live copy or are recreated. A class someone else makes after the cache was
+	// read fails the create, where a forced apply would take it over; it is left alone, and the
+	// next plan, which reads it, finds it someone else's.
+	Create []plan.Step
 	// Retire names the per-zone StorageClasses no longer asked for: each is deleted unless a
 	// claim uses it (see claimsByClass), which the reconciler asks the API server.
 	Retire []string
 	// Features is what the node copy of cloud-conf decides; InvalidZones the volume zones that
 	// cannot name a per-zone class; ForeignClasses the per-zone classes asked for whose name a
-	// StorageClass that is not the operator's holds, which the plan leaves alone. All three feed
-	// the zone warning.
-	Features       features
-	InvalidZones   []string
-	ForeignClasses []string
+	// StorageClass that is not the operator's holds, and BackupClassTaken is set when the backup
+	// class is asked for and a VolumeSnapshotClass that is not the operator's has its name; the
+	// plan leaves those alone. All four feed the zone warning.
+	Features         features
+	InvalidZones     []string
+	ForeignClasses   []string
+	BackupClassTaken bool
 }
 
 // Desired computes the plan for s. It reads nothing and writes nothing. The error is an internal
@@ -201,16 +213,20 @@ func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operator
 		for _, z := range zp.Recreate {
 			p.Recreate = append(p.Recreate, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(z)})
 		}
+		for _, z := range zp.Create {
+			p.Create = append(p.Create, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(z)})
+		}
 		p.Retire, p.InvalidZones, p.ForeignClasses = zp.Retire, zp.Invalid, zp.Foreign
 	}
 	return nil
 }
 
 // snapshotClasses plans standard-csi's VolumeSnapshotClass and, as the node copy says, the backup
-// class; only while the kind is served.
+// class; only while the kind is served. A live class of the backup class's name that is not the
+// operator's (see ownBackupClass) is left alone, asked for or not.
 func (p *Plan) snapshotClasses(d *manifests.Decoder, s State) error {
 	force := snapshotForceCreate(p.Features, s.SnapshotClass)
-	vsc, err := desiredVolumeSnapshotClass(d, force)
+	vsc, err := desiredVolumeSnapshotClass(d, force, defaultSnapshotClassValue(s.SnapshotClass, s.SnapshotClasses))
 	if err != nil {
 		return err
 	}
@@ -226,23 +242,34 @@ func (p *Plan) snapshotClasses(d *manifests.Decoder, s State) error {
 	if err != nil {
 		return err
 	}
+	live := s.BackupSnapshotClass
+	if live != nil && !ownBackupClass(live) {
+		// Someone else's: an apply would force the operator's fields onto it, and neither a
+		// recreate nor a delete is the operator's to make. Reported while it is asked for.
+		p.BackupClassTaken = p.Features.Backup
+		return nil
+	}
 	if !p.Features.Backup {
 		// Turned off, or never asked for: deleted when it exists.
-		if s.BackupSnapshotClass != nil {
+		if live != nil {
 			p.Delete = append(p.Delete, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(backup)})
 		}
 		return nil
 	}
 	p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: backup})
-	if snapshotClassNeedsRecreate(s.BackupSnapshotClass, backup) {
+	recreate := snapshotClassNeedsRecreate(live, backup)
+	if recreate {
 		p.Recreate = append(p.Recreate, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(backup)})
+	}
+	if recreate || live == nil {
+		p.Create = append(p.Create, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(backup)})
 	}
 	return nil
 }
 
 // removals returns what managementState Removed deletes: everything, plus the per-zone classes
 // that exist (found by their label: which zones they are for is not known then) and the backup
-// VolumeSnapshotClass while its kind is served.
+// VolumeSnapshotClass when it exists and is the operator's (see ownBackupClass).
 func removals(d *manifests.Decoder, cfg Config, s State) ([]plan.Step, error) {
 	all, err := everything(d, cfg, s.SnapshotCRD)
 	if err != nil {
@@ -252,7 +279,7 @@ func removals(d *manifests.Decoder, cfg Config, s State) ([]plan.Step, error) {
 	for _, z := range zoneClassesLive(s.StorageClasses) {
 		extra = append(extra, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(z)})
 	}
-	if s.SnapshotCRD {
+	if s.SnapshotCRD && s.BackupSnapshotClass != nil && ownBackupClass(s.BackupSnapshotClass) {
 		backup, err := desiredBackupSnapshotClass(d, "", "")
 		if err != nil {
 			return nil, err

@@ -189,10 +189,15 @@ func TestDesiredRemoved(t *testing.T) {
 				})
 				s.SnapshotCRD = crd
 				managed := desiredPlan(t, testConfig(hyperShift), s)
-				// The per-zone class exists, as Managed applied it.
+				// The per-zone class and the backup class exist, as Managed applied them.
 				s.StorageClasses = liveClasses(managed)
+				for _, st := range managed.Apply {
+					if vsc, ok := st.Object.(*snapshotv1.VolumeSnapshotClass); ok && vsc.Name == names.BackupSnapshotClass {
+						s.BackupSnapshotClass = vsc.DeepCopy()
+					}
+				}
 
-				removed := State{Driver: s.Driver.DeepCopy(), SnapshotCRD: crd, StorageClasses: s.StorageClasses}
+				removed := State{Driver: s.Driver.DeepCopy(), SnapshotCRD: crd, StorageClasses: s.StorageClasses, BackupSnapshotClass: s.BackupSnapshotClass}
 				removed.Driver.Spec.ManagementState = operatorv1.Removed
 				p := desiredPlan(t, testConfig(hyperShift), removed)
 				g.Expect(p.Apply).To(BeEmpty())
@@ -300,24 +305,29 @@ func TestDesiredZoneClasses(t *testing.T) {
 		scState      operatorv1.StorageClassStateName
 		wantApply    []string
 		wantRecreate []string
-		wantRetire   []string
-		wantDelete   []string
-		wantInvalid  []string
-		wantForeign  []string
-		wantProblem  bool
+		// wantCreate are the classes written with a create, not an apply.
+		wantCreate  []string
+		wantRetire  []string
+		wantDelete  []string
+		wantInvalid []string
+		wantForeign []string
+		wantProblem bool
 		// others are live classes of per-zone names that are not the operator's.
 		others []storagev1.StorageClass
 	}{
-		{name: "When zone classes are asked for, it should apply one per class", data: classes(nova, cinder), usable: true,
-			wantApply: []string{"guest/StorageClass//standard-csi-nova", "guest/StorageClass//standard-csi-cinder"}},
-		{name: "When the live classes match, it should recreate none", data: classes(nova), usable: true, live: []zoneclasses.Class{nova},
+		{name: "When zone classes are asked for, it should create one per class", data: classes(nova, cinder), usable: true,
+			wantApply:  []string{"guest/StorageClass//standard-csi-nova", "guest/StorageClass//standard-csi-cinder"},
+			wantCreate: []string{"guest/StorageClass//standard-csi-nova", "guest/StorageClass//standard-csi-cinder"}},
+		{name: "When the live classes match, it should recreate none and apply them", data: classes(nova), usable: true, live: []zoneclasses.Class{nova},
 			wantApply: []string{"guest/StorageClass//standard-csi-nova"}},
 		{name: "When a class's compute zones changed, it should recreate it", data: classes(nova), usable: true,
 			live:      []zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"az1"}}},
-			wantApply: []string{"guest/StorageClass//standard-csi-nova"}, wantRecreate: []string{"guest/StorageClass//standard-csi-nova"}},
+			wantApply: []string{"guest/StorageClass//standard-csi-nova"}, wantRecreate: []string{"guest/StorageClass//standard-csi-nova"},
+			wantCreate: []string{"guest/StorageClass//standard-csi-nova"}},
 		{name: "When topology was turned off, it should recreate the classes unpinned", data: classes(zoneclasses.Class{VolumeZone: "nova"}), usable: true,
 			live:      []zoneclasses.Class{nova},
-			wantApply: []string{"guest/StorageClass//standard-csi-nova"}, wantRecreate: []string{"guest/StorageClass//standard-csi-nova"}},
+			wantApply: []string{"guest/StorageClass//standard-csi-nova"}, wantRecreate: []string{"guest/StorageClass//standard-csi-nova"},
+			wantCreate: []string{"guest/StorageClass//standard-csi-nova"}},
 		{name: "When a zone is gone, it should retire its class", data: classes(nova), usable: true, live: []zoneclasses.Class{nova, cinder},
 			wantApply: []string{"guest/StorageClass//standard-csi-nova"}, wantRetire: []string{"standard-csi-cinder"}},
 		{name: "When the feature is turned off, it should retire every class", data: map[string]string{}, usable: true, live: []zoneclasses.Class{nova, cinder},
@@ -327,13 +337,13 @@ func TestDesiredZoneClasses(t *testing.T) {
 		{name: "When zone_classes does not decode, it should leave the classes as they are and say so", data: map[string]string{names.KeyZoneClasses: "["}, usable: true,
 			live: []zoneclasses.Class{cinder}, wantProblem: true},
 		{name: "When a volume zone cannot name a class, it should skip it and report it", data: classes(nova, zoneclasses.Class{VolumeZone: "Bad Zone"}), usable: true,
-			wantApply: []string{"guest/StorageClass//standard-csi-nova"}, wantInvalid: []string{"Bad Zone"}},
+			wantApply: []string{"guest/StorageClass//standard-csi-nova"}, wantCreate: []string{"guest/StorageClass//standard-csi-nova"}, wantInvalid: []string{"Bad Zone"}},
 		{name: "When a class that is not the operator's holds a per-zone name asked for, it should leave it and report it", data: classes(nova, cinder), usable: true,
 			others:    []storagev1.StorageClass{{ObjectMeta: metav1.ObjectMeta{Name: "standard-csi-nova"}, Provisioner: "example.com/other"}},
-			wantApply: []string{"guest/StorageClass//standard-csi-cinder"}, wantForeign: []string{"standard-csi-nova"}},
+			wantApply: []string{"guest/StorageClass//standard-csi-cinder"}, wantCreate: []string{"guest/StorageClass//standard-csi-cinder"}, wantForeign: []string{"standard-csi-nova"}},
 		{name: "When a class that is not the operator's holds the name of a zone no longer asked for, it should neither retire nor report it", data: classes(cinder), usable: true,
 			others:    []storagev1.StorageClass{{ObjectMeta: metav1.ObjectMeta{Name: "standard-csi-nova"}, Provisioner: "example.com/other"}},
-			wantApply: []string{"guest/StorageClass//standard-csi-cinder"}},
+			wantApply: []string{"guest/StorageClass//standard-csi-cinder"}, wantCreate: []string{"guest/StorageClass//standard-csi-cinder"}},
 		{name: "When storageClassState is Unmanaged, it should leave them", data: classes(nova), usable: true, live: []zoneclasses.Class{cinder},
 			scState: operatorv1.UnmanagedStorageClass},
 		{name: "When storageClassState is Removed, it should delete them, used or not", data: classes(nova), usable: true, live: []zoneclasses.Class{nova, cinder},
@@ -355,6 +365,7 @@ func TestDesiredZoneClasses(t *testing.T) {
 			p := desiredPlan(t, testConfig(true), s)
 			g.Expect(zoneSteps(p.Apply)).To(ConsistOf(orEmpty(tt.wantApply)))
 			g.Expect(zoneSteps(p.Recreate)).To(ConsistOf(orEmpty(tt.wantRecreate)))
+			g.Expect(zoneSteps(p.Create)).To(ConsistOf(orEmpty(tt.wantCreate)))
 			g.Expect(p.Retire).To(Equal(tt.wantRetire))
 			g.Expect(zoneSteps(p.Delete)).To(ConsistOf(orEmpty(tt.wantDelete)))
 			g.Expect(p.InvalidZones).To(Equal(tt.wantInvalid))
@@ -382,8 +393,10 @@ func TestDesiredSnapshotClasses(t *testing.T) {
 		}
 		return nil
 	}
+	// liveVSC is a live class as the operator made it, with its label.
 	liveVSC := func(name string, params map[string]string) *snapshotv1.VolumeSnapshotClass {
-		return &snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Parameters: params}
+		return &snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue}}, Parameters: params}
 	}
 
 	t.Run("When the backup class is asked for in a zone, it should match the fixture", func(t *testing.T) {
@@ -409,20 +422,25 @@ func TestDesiredSnapshotClasses(t *testing.T) {
 		wantBackup   map[string]string
 		wantDelete   bool
 		wantRecreate []string
+		wantCreate   []string
 	}{
 		{name: "When nothing is asked for, it should force-create and plan no backup class", usable: true, crd: true, wantForce: "true"},
 		{name: "When the backup class is turned off, it should delete it", usable: true, crd: true, wantForce: "true",
 			backup: liveVSC(names.BackupSnapshotClass, map[string]string{"type": "backup", paramForceCreate: "true"}), wantDelete: true},
 		{name: "When csi-operator's class is live, it should update its force-create in place", usable: true, crd: true,
 			live: liveVSC(names.VolumeSnapshotCls, map[string]string{paramForceCreate: "false"}), wantForce: "true"},
-		{name: "When the user opts out of force-create, it should set false on both classes", usable: true, crd: true,
+		{name: "When the user opts out of force-create, it should set false on both classes and create the backup class", usable: true, crd: true,
 			data:      map[string]string{names.KeySnapshotForceCreate: "false", names.KeyBackupSnapshotClass: "true"},
-			wantForce: "false", wantBackup: map[string]string{"type": "backup", paramForceCreate: "false"}},
+			wantForce: "false", wantBackup: map[string]string{"type": "backup", paramForceCreate: "false"}, wantCreate: []string{backupName}},
+		{name: "When the operator's backup class is live, it should apply it", usable: true, crd: true,
+			data:      map[string]string{names.KeyBackupSnapshotClass: "true"},
+			backup:    liveVSC(names.BackupSnapshotClass, map[string]string{"type": "backup", paramForceCreate: "false"}),
+			wantForce: "true", wantBackup: map[string]string{"type": "backup", paramForceCreate: "true"}},
 		{name: "When the backup zone is unset after it was set, it should recreate the backup class", usable: true, crd: true,
 			data:      map[string]string{names.KeyBackupSnapshotClass: "true"},
 			backup:    liveVSC(names.BackupSnapshotClass, map[string]string{"type": "backup", paramAvailability: "z", paramForceCreate: "true"}),
 			wantForce: "true", wantBackup: map[string]string{"type": "backup", paramForceCreate: "true"},
-			wantRecreate: []string{backupName}},
+			wantRecreate: []string{backupName}, wantCreate: []string{backupName}},
 		{name: "When the node copy is not known, it should keep the live force-create and leave the backup class", crd: true,
 			data: map[string]string{names.KeyBackupSnapshotClass: "true"},
 			live: liveVSC(names.VolumeSnapshotCls, map[string]string{paramForceCreate: "false"}), wantForce: "false"},
@@ -456,6 +474,124 @@ func TestDesiredSnapshotClasses(t *testing.T) {
 				g.Expect(testutil.StepNames(p.Delete)).NotTo(ContainElement(backupName))
 			}
 			g.Expect(testutil.StepNames(p.Recreate)).To(ConsistOf(orEmpty(tt.wantRecreate)))
+			g.Expect(testutil.StepNames(p.Create)).To(ConsistOf(orEmpty(tt.wantCreate)))
+			g.Expect(p.BackupClassTaken).To(BeFalse())
 		})
 	}
+}
+
+// TestBackupClassOfOthers checks that a VolumeSnapshotClass under the backup class's name without
+// the operator's label is someone else's: never applied over, recreated or deleted, in any state.
+func TestBackupClassOfOthers(t *testing.T) {
+	t.Parallel()
+	const backupStep = "guest/VolumeSnapshotClass//" + names.BackupSnapshotClass
+	others := map[string]*snapshotv1.VolumeSnapshotClass{
+		"a user's class without labels": {
+			ObjectMeta: metav1.ObjectMeta{Name: names.BackupSnapshotClass},
+			Driver:     "example.com/other", Parameters: map[string]string{"tier": "cold"},
+		},
+		"a user's backup class of the driver, labelled by another manager": {
+			ObjectMeta: metav1.ObjectMeta{Name: names.BackupSnapshotClass, Labels: map[string]string{names.ManagedByLabel: "gitops"}},
+			Driver:     names.DriverName, Parameters: map[string]string{"type": "backup", paramAvailability: "cold-az"},
+		},
+	}
+	asked := map[string]string{names.KeyBackupSnapshotClass: "true"}
+	steps := testutil.StepNames
+	for what, other := range others {
+		t.Run("When "+what+" holds the backup class's name and the backup class is not asked for, it should not delete it", func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := withFeatures(testState(true, false), nil)
+			s.BackupSnapshotClass = other
+			p := desiredPlan(t, testConfig(true), s)
+			g.Expect(steps(p.Delete)).NotTo(ContainElement(backupStep))
+			g.Expect(steps(p.Apply)).NotTo(ContainElement(backupStep))
+			g.Expect(p.BackupClassTaken).To(BeFalse(), "not asked for, nothing to report")
+		})
+
+		t.Run("When "+what+" holds the backup class's name and the backup class is asked for, it should neither apply nor recreate it", func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := withFeatures(testState(true, false), asked)
+			s.BackupSnapshotClass = other
+			p := desiredPlan(t, testConfig(true), s)
+			g.Expect(steps(p.Apply)).NotTo(ContainElement(backupStep))
+			g.Expect(steps(p.Recreate)).NotTo(ContainElement(backupStep))
+			g.Expect(steps(p.Create)).NotTo(ContainElement(backupStep))
+			g.Expect(steps(p.Delete)).NotTo(ContainElement(backupStep))
+			g.Expect(steps(p.Apply)).To(ContainElement("guest/VolumeSnapshotClass//"+names.VolumeSnapshotCls), "standard-csi's class is applied")
+			g.Expect(p.BackupClassTaken).To(BeTrue(), "reported in the zone warning")
+		})
+
+		t.Run("When "+what+" holds the backup class's name under managementState Removed, it should not delete it", func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := withFeatures(testState(true, false), asked)
+			s.BackupSnapshotClass = other
+			s.Driver.Spec.ManagementState = operatorv1.Removed
+			p := desiredPlan(t, testConfig(true), s)
+			g.Expect(steps(p.Delete)).NotTo(ContainElement(backupStep))
+			g.Expect(steps(p.Delete)).To(ContainElement("guest/VolumeSnapshotClass//"+names.VolumeSnapshotCls), "standard-csi's class is deleted")
+		})
+	}
+
+	t.Run("When the operator's backup class exists under managementState Removed, it should delete it", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := testState(true, false)
+		s.BackupSnapshotClass = &snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: names.BackupSnapshotClass,
+			Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue}}}
+		s.Driver.Spec.ManagementState = operatorv1.Removed
+		p := desiredPlan(t, testConfig(true), s)
+		g.Expect(steps(p.Delete)).To(ContainElement(backupStep))
+	})
+}
+
+// TestDesiredSnapshotClassDefault checks that the default-class annotation of standard-csi's
+// VolumeSnapshotClass is the user's once the class exists, as the StorageClass's is.
+func TestDesiredSnapshotClassDefault(t *testing.T) {
+	t.Parallel()
+	const annotation = "snapshot.storage.kubernetes.io/is-default-class"
+	find := func(p *Plan) *snapshotv1.VolumeSnapshotClass {
+		for _, st := range p.Apply {
+			if vsc, ok := st.Object.(*snapshotv1.VolumeSnapshotClass); ok && vsc.Name == names.VolumeSnapshotCls {
+				return vsc
+			}
+		}
+		return nil
+	}
+	for _, v := range []string{"false", "true"} {
+		t.Run("When the user set standard-csi's VolumeSnapshotClass default annotation to "+v+", it should keep it", func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := testState(true, false)
+			s.SnapshotClass = &snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: names.VolumeSnapshotCls,
+				Annotations: map[string]string{annotation: v}}, Driver: names.DriverName, Parameters: map[string]string{paramForceCreate: "true"}}
+			vsc := find(desiredPlan(t, testConfig(true), s))
+			g.Expect(vsc).NotTo(BeNil())
+			g.Expect(vsc.Annotations).To(HaveKeyWithValue(annotation, v))
+		})
+	}
+
+	t.Run("When standard-csi's VolumeSnapshotClass does not exist, it should create it as the default", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		vsc := find(desiredPlan(t, testConfig(true), testState(true, false)))
+		g.Expect(vsc).NotTo(BeNil())
+		g.Expect(vsc.Annotations).To(HaveKeyWithValue(annotation, "true"))
+	})
+
+	t.Run("When the user made another class of the driver the default and removed standard-csi's annotation, it should not make standard-csi the default", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		s := testState(true, false)
+		live := snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: names.VolumeSnapshotCls}, Driver: names.DriverName}
+		s.SnapshotClass = &live
+		s.SnapshotClasses = []snapshotv1.VolumeSnapshotClass{live, {
+			ObjectMeta: metav1.ObjectMeta{Name: "fast", Annotations: map[string]string{annotation: "true"}}, Driver: names.DriverName,
+		}}
+		vsc := find(desiredPlan(t, testConfig(true), s))
+		g.Expect(vsc).NotTo(BeNil())
+		g.Expect(vsc.Annotations).To(HaveKeyWithValue(annotation, "false"))
+	})
 }

@@ -75,6 +75,9 @@ type zoneInputs struct {
 	// Foreign are the per-zone classes asked for whose name a StorageClass that is not the
 	// operator's holds (Plan.ForeignClasses).
 	Foreign []string
+	// BackupClassTaken is set when the backup class is asked for and a VolumeSnapshotClass that
+	// is not the operator's holds its name (Plan.BackupClassTaken).
+	BackupClassTaken bool
 	// InvalidZones are the volume zones that cannot name a per-zone class.
 	InvalidZones []string
 }
@@ -87,8 +90,10 @@ func watchesNodes(f features) bool {
 
 // setZoneWarning sets the zone warning: True while nodes are in a compute zone that is no volume
 // zone, where claims of standard-csi cannot be provisioned under topology, a per-zone class is
-// kept for its claims, a per-zone class's name is held by a StorageClass of someone else's, or a
-// volume zone cannot name a class; else False.
+// kept for its claims, a per-zone class's name is held by a StorageClass of someone else's, the
+// backup class's name by a VolumeSnapshotClass of someone else's, or a volume zone cannot name a
+// class; else False. The backup class has no condition of the guest manager's own (BackupWarning
+// is the controlplane manager's), so a name taken from it is told here, with the other names taken.
 func setZoneWarning(st *conditions.Set, in zoneInputs) {
 	v := zoneWarning(in)
 	st.Set(names.ConditionZoneWarning, v.Status, v.Reason, v.Message)
@@ -141,6 +146,13 @@ func zoneWarning(in zoneInputs) conditions.Verdict {
 			pluralWord(n, "it lacks", "they lack"), pluralWord(n, "it", "them"),
 			pluralWord(n, "volume zone", "volume zones"), listSome(zones), verb(n),
 			pluralWord(n, "that StorageClass", "those StorageClasses"), pluralWord(n, "it", "them")))
+	}
+	if in.BackupClassTaken {
+		reasons = append(reasons, names.ReasonBackupClassNameTaken)
+		msgs = append(msgs, fmt.Sprintf("VolumeSnapshotClass %s exists and is not the operator's (it lacks the label %s=%s), so the operator leaves it alone "+
+			"and does not make the backup class that %s \"true\" in ConfigMap %s/%s asks for. Rename or delete that VolumeSnapshotClass to let the operator create it.",
+			names.BackupSnapshotClass, names.ManagedByLabel, names.ManagedByValue,
+			names.KeyBackupSnapshotClass, names.OpenShiftConfigNamespace, names.UserConfigMap))
 	}
 	if len(in.InvalidZones) > 0 {
 		reasons = append(reasons, names.ReasonZoneNameInvalid)

@@ -112,6 +112,12 @@ func TestZoneWarning(t *testing.T) {
 			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonZoneClassNameTaken,
 				Message: "StorageClasses standard-csi-a, standard-csi-b exist and are not the operator's (they lack the operator's labels), so the operator leaves them alone " +
 					"and volume zones a, b have no per-zone class. Rename or delete those StorageClasses to let the operator create them."}},
+		{name: "When a VolumeSnapshotClass that is not the operator's holds the backup class's name, it should name it, why it is left and the way out", in: zoneInputs{
+			Features: features{Known: true, Backup: true}, BackupClassTaken: true},
+			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonBackupClassNameTaken,
+				Message: "VolumeSnapshotClass standard-csi-backup exists and is not the operator's (it lacks the label app.kubernetes.io/managed-by=cinder-csi-operator), " +
+					"so the operator leaves it alone and does not make the backup class that backup_snapshot_class \"true\" in ConfigMap openshift-config/cinder-csi-config asks for. " +
+					"Rename or delete that VolumeSnapshotClass to let the operator create it."}},
 		{name: "When a volume zone cannot name a class, it should name it", in: zoneInputs{Features: on, InvalidZones: []string{"AZ 1"}},
 			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonZoneNameInvalid,
 				Message: `Volume zone "AZ 1" cannot name a StorageClass (lower-case letters, digits, '-' and '.' only), so it gets no per-zone class.`}},

@@ -325,9 +325,11 @@ func (r *Reconciler) retireZoneClasses(ctx context.Context, appliers plan.Applie
 	return kept, appliers.Delete(ctx, log, steps)
 }
 
-// applyRecreating deletes the objects of p.Recreate, then applies p.Apply: the recreated objects
-// with an applier that reads the API server (the cache still holds them for a moment after their
-// deletion), the others as usual. It returns the failed groups, as plan.Appliers.Apply does.
+// applyRecreating deletes the objects of p.Recreate, then writes p.Apply: the objects of p.Create
+// with a create, which leaves an object of the name that exists by then (see Plan.Create); the
+// other recreated objects with an applier that reads the API server (the cache still holds them
+// for a moment after their deletion); the rest as usual. It returns the failed groups, as
+// plan.Appliers.Apply does.
 func (r *Reconciler) applyRecreating(ctx context.Context, appliers plan.Appliers, p *Plan) map[string]error {
 	log := ctrl.LoggerFrom(ctx)
 	failed := map[string]error{}
@@ -341,17 +343,28 @@ func (r *Reconciler) applyRecreating(ctx context.Context, appliers plan.Appliers
 			failed[groupClasses] = err
 		}
 	}
-	var cached, fresh []plan.Step
+	created := map[string]bool{}
+	for _, st := range p.Create {
+		created[stepKey(st)] = true
+	}
+	var cached, fresh, create []plan.Step
 	for _, st := range p.Apply {
-		if recreated[stepKey(st)] {
+		switch {
+		case created[stepKey(st)]:
+			create = append(create, st)
+		case recreated[stepKey(st)]:
 			fresh = append(fresh, st)
-		} else {
+		default:
 			cached = append(cached, st)
 		}
 	}
 	uncached := r.applier()
 	uncached.Reader = r.GuestAPI
-	for _, res := range []map[string]error{appliers.Apply(ctx, log, cached), plan.Appliers{plan.Guest: uncached}.Apply(ctx, log, fresh)} {
+	for _, res := range []map[string]error{
+		appliers.Apply(ctx, log, cached),
+		plan.Appliers{plan.Guest: uncached}.Apply(ctx, log, fresh),
+		appliers.Create(ctx, log, create),
+	} {
 		for g, err := range res {
 			failed[g] = errors.Join(failed[g], err)
 		}

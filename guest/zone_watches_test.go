@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	. "github.com/onsi/gomega"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,8 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
 
 // testController is the part of a controller the reconciler uses: it starts the sources it is
@@ -226,4 +229,98 @@ func TestRetireZoneClassesDenied(t *testing.T) {
 	g.Expect(reviews).To(Equal(1), "a denial is asked again only after an interval")
 	g.Expect(ctl.watches).To(BeZero())
 	g.Expect(r.claims.access.Recheck()).To(BeNumerically(">", 0), "the reconciler comes back to ask again")
+}
+
+// TestApplyRecreatingLeavesClassesOfOthers runs a plan computed while the classes under the
+// operator's names did not exist yet against a guest where someone else has created them since
+// (the cache had not seen them): neither the per-zone StorageClass nor the backup
+// VolumeSnapshotClass may be written over.
+func TestApplyRecreatingLeavesClassesOfOthers(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := t.Context()
+	scheme, err := clusters.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+
+	s := withFeatures(testState(false, true), map[string]string{
+		names.KeyZoneClasses:         zoneclasses.Encode([]zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"nova"}}}),
+		names.KeyVolumeZones:         "nova",
+		names.KeyBackupSnapshotClass: "true",
+	})
+	p := desiredPlan(t, testConfig(false), s)
+	g.Expect(testutil.StepNames(p.Apply)).To(ContainElements("guest/StorageClass//standard-csi-nova", "guest/VolumeSnapshotClass//"+names.BackupSnapshotClass))
+
+	usersClass := &storagev1.StorageClass{
+		ObjectMeta:  metav1.ObjectMeta{Name: "standard-csi-nova", Labels: map[string]string{"team": "storage"}},
+		Provisioner: "example.com/other", Parameters: map[string]string{"tier": "gold"},
+	}
+	usersBackup := &snapshotv1.VolumeSnapshotClass{
+		ObjectMeta: metav1.ObjectMeta{Name: names.BackupSnapshotClass, Labels: map[string]string{"team": "storage"}},
+		Driver:     "example.com/other", DeletionPolicy: snapshotv1.VolumeSnapshotContentRetain, Parameters: map[string]string{"tier": "cold"},
+	}
+	guest := fake.NewClientBuilder().WithScheme(scheme).WithObjects(usersClass.DeepCopy(), usersBackup.DeepCopy()).Build()
+	r := &Reconciler{Guest: guest, GuestAPI: guest}
+	appliers := plan.Appliers{plan.Guest: apply.New(guest, names.FieldOwnerGuest)}
+	failed := r.applyRecreating(ctx, appliers, p)
+	g.Expect(failed).To(BeEmpty())
+
+	var sc storagev1.StorageClass
+	g.Expect(guest.Get(ctx, client.ObjectKeyFromObject(usersClass), &sc)).To(Succeed())
+	g.Expect(sc.Labels).To(Equal(usersClass.Labels))
+	g.Expect(sc.Provisioner).To(Equal(usersClass.Provisioner))
+	g.Expect(sc.Parameters).To(Equal(usersClass.Parameters))
+	var vsc snapshotv1.VolumeSnapshotClass
+	g.Expect(guest.Get(ctx, client.ObjectKeyFromObject(usersBackup), &vsc)).To(Succeed())
+	g.Expect(vsc.Labels).To(Equal(usersBackup.Labels))
+	g.Expect(vsc.Driver).To(Equal(usersBackup.Driver))
+	g.Expect(vsc.Parameters).To(Equal(usersBackup.Parameters))
+	g.Expect(vsc.DeletionPolicy).To(Equal(usersBackup.DeletionPolicy))
+
+	// The operator's own objects of the plan were written.
+	g.Expect(guest.Get(ctx, client.ObjectKey{Name: names.StorageClass}, &storagev1.StorageClass{})).To(Succeed())
+
+	// The next plan reads the classes and finds them someone else's.
+	s.StorageClasses = []storagev1.StorageClass{sc}
+	s.BackupSnapshotClass = &vsc
+	next := desiredPlan(t, testConfig(false), s)
+	g.Expect(next.ForeignClasses).To(Equal([]string{"standard-csi-nova"}))
+	g.Expect(next.BackupClassTaken).To(BeTrue())
+}
+
+// TestApplyRecreatingCreatesClasses checks that the classes under names a user may also use are
+// created with the operator's label when their names are free, and applied as the operator's
+// from then on.
+func TestApplyRecreatingCreatesClasses(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := t.Context()
+	scheme, err := clusters.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+
+	s := withFeatures(testState(false, true), map[string]string{
+		names.KeyZoneClasses:         zoneclasses.Encode([]zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"nova"}}}),
+		names.KeyVolumeZones:         "nova",
+		names.KeyBackupSnapshotClass: "true",
+	})
+	guest := fake.NewClientBuilder().WithScheme(scheme).Build()
+	r := &Reconciler{Guest: guest, GuestAPI: guest}
+	appliers := plan.Appliers{plan.Guest: apply.New(guest, names.FieldOwnerGuest)}
+	g.Expect(r.applyRecreating(ctx, appliers, desiredPlan(t, testConfig(false), s))).To(BeEmpty())
+
+	var sc storagev1.StorageClass
+	g.Expect(guest.Get(ctx, client.ObjectKey{Name: "standard-csi-nova"}, &sc)).To(Succeed())
+	g.Expect(sc.Labels).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue))
+	g.Expect(sc.Parameters).To(HaveKeyWithValue(paramAvailability, "nova"))
+	var vsc snapshotv1.VolumeSnapshotClass
+	g.Expect(guest.Get(ctx, client.ObjectKey{Name: names.BackupSnapshotClass}, &vsc)).To(Succeed())
+	g.Expect(vsc.Labels).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue))
+
+	// The next plan reads them as the operator's: applied, neither created nor reported.
+	s.StorageClasses = []storagev1.StorageClass{sc}
+	s.BackupSnapshotClass = &vsc
+	next := desiredPlan(t, testConfig(false), s)
+	g.Expect(next.Create).To(BeEmpty())
+	g.Expect(next.ForeignClasses).To(BeEmpty())
+	g.Expect(next.BackupClassTaken).To(BeFalse())
+	g.Expect(r.applyRecreating(ctx, appliers, next)).To(BeEmpty())
 }

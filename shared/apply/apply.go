@@ -35,6 +35,8 @@ const (
 	Applied
 	// Deleted means a delete request was sent.
 	Deleted
+	// Exists means a create found an object of the name already there and left it (see Create).
+	Exists
 )
 
 // Applier applies objects to one cluster as one field owner.
@@ -228,6 +230,33 @@ func updatedBy(obj client.Object, owner string) bool {
 		}
 	}
 	return false
+}
+
+// Create creates obj (its metadata and spec, as Apply would send them) unless an object of its
+// name exists, whoever made it: it never writes over an object. It reports Applied when it created
+// obj and Exists when the name was taken. It is the first write of an object under a name a user
+// may also give one (a per-zone StorageClass): a forced apply would take over a user's object
+// made after the cache was read, and a create fails on it instead. Nothing is read first.
+//
+// The API server records a create's fields as an update by Owner; the first Apply after it
+// moves them to Owner's apply entry (see adopt), once. A failed create is returned as an
+// *ObjectError with OpApply, as the create of the update fallback is.
+func (a *Applier) Create(ctx context.Context, obj client.Object) (Result, error) {
+	gvk, err := apiutil.GVKForObject(obj, a.Client.Scheme())
+	if err != nil {
+		return Unchanged, fmt.Errorf("finding the kind of %T: %w", obj, err)
+	}
+	desired, err := prepare(obj, gvk, "")
+	if err != nil {
+		return Unchanged, err
+	}
+	if err := a.Client.Create(ctx, &unstructured.Unstructured{Object: desired}, client.FieldOwner(a.Owner)); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return Exists, nil
+		}
+		return Unchanged, a.objectError(OpApply, gvk, client.ObjectKeyFromObject(obj), err)
+	}
+	return Applied, nil
 }
 
 // Delete deletes the object named by obj if it exists. Deleting an object that is already gone

@@ -122,6 +122,28 @@ func (a Appliers) Apply(ctx context.Context, log logr.Logger, steps []Step) map[
 	return failed
 }
 
+// Create creates the steps' objects in order, each only if no object of its name exists (see
+// apply.Applier.Create): one that exists is left as it is, which is no error. The steps of a group
+// stop at the group's first error; the result maps every group that failed to its error.
+func (a Appliers) Create(ctx context.Context, log logr.Logger, steps []Step) map[string]error {
+	failed := map[string]error{}
+	for _, s := range steps {
+		if failed[s.Group] != nil {
+			continue
+		}
+		res, err := a.applier(s.Cluster).Create(ctx, s.Object)
+		switch {
+		case err != nil:
+			failed[s.Group] = err
+		case res == apply.Applied:
+			log.V(2).Info("Created", "cluster", s.Cluster, "kind", Kind(s.Object), "object", klog.KObj(s.Object))
+		case res == apply.Exists:
+			log.V(2).Info("Not created, since an object of its name exists", "cluster", s.Cluster, "kind", Kind(s.Object), "object", klog.KObj(s.Object))
+		}
+	}
+	return failed
+}
+
 // Delete deletes every step's object (a missing one is no error) and joins the errors.
 func (a Appliers) Delete(ctx context.Context, log logr.Logger, steps []Step) error {
 	var errs []error
