@@ -58,13 +58,36 @@ func controllerRollout(dep *appsv1.Deployment) *conditions.Rollout {
 	return &r
 }
 
-// rollingOut reports whether the Deployment has not yet fully rolled out its current template.
+// rollingOut reports whether the Deployment is rolling out a template not yet seen complete.
+// Once the Deployment controller has called the latest rollout complete (see rolledOut), replicas
+// missing afterwards were lost to a node drained or rebooted or a pod killed: what Available says,
+// never Progressing, which cluster-storage-operator folds into ClusterOperator storage. The
+// Deployment controller keeps that verdict until the next rollout, so it survives a restart of
+// this operator.
 func rollingOut(dep *appsv1.Deployment, want int32) bool {
+	if rolledOut(dep) {
+		return false
+	}
 	st := dep.Status
 	return st.ObservedGeneration < dep.Generation ||
 		st.UpdatedReplicas < want ||
 		st.AvailableReplicas < want ||
 		st.Replicas > st.UpdatedReplicas
+}
+
+// rolledOut reports whether the Deployment controller has acted on dep's latest spec and finished
+// rolling it out (the Progressing condition's NewReplicaSetAvailable reason, which Kubernetes
+// documents as a complete rollout).
+func rolledOut(dep *appsv1.Deployment) bool {
+	if dep.Status.ObservedGeneration != dep.Generation {
+		return false
+	}
+	for _, c := range dep.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing {
+			return c.Status == corev1.ConditionTrue && c.Reason == "NewReplicaSetAvailable"
+		}
+	}
+	return false
 }
 
 // rolloutStuck reports the Deployment controller's verdict that the rollout stopped progressing.

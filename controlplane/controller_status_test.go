@@ -103,6 +103,30 @@ func TestSetControllerConditions(t *testing.T) {
 			),
 		},
 		{
+			Name: "When a replica is lost after the Deployment controller called the rollout complete, it should say so in Available and not be rolling out",
+			Live: statusDeployment(ptr.To[int32](2), 2, appsv1.DeploymentStatus{
+				ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, AvailableReplicas: 1,
+				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}},
+			}),
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionTrue, names.ReasonAsExpected, "1 of 2 CSI controller replicas are available."},
+				cond{operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI controller is rolled out."},
+				notDegraded,
+			),
+		},
+		{
+			Name: "When a new template is being rolled out after a complete one, it should be rolling out",
+			Live: statusDeployment(ptr.To[int32](2), 3, appsv1.DeploymentStatus{
+				ObservedGeneration: 3, Replicas: 3, UpdatedReplicas: 1, ReadyReplicas: 2, AvailableReplicas: 2,
+				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated"}},
+			}),
+			Want: testutil.Want(controllerWorkload,
+				cond{operatorv1.ConditionTrue, names.ReasonAsExpected, "2 of 2 CSI controller replicas are available."},
+				cond{operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI controller is rolling out: 1 of 2 replicas updated and available."},
+				notDegraded,
+			),
+		},
+		{
 			Name: "When the Deployment has no replica count, it should expect one replica",
 			Live: statusDeployment(nil, 1, appsv1.DeploymentStatus{
 				ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1,

@@ -131,21 +131,6 @@ func releaseAnnotations(live *appsv1.Deployment, version string) map[string]stri
 	return out
 }
 
-// rolledOut reports whether the Deployment controller has acted on dep's latest spec and finished
-// rolling it out (the Progressing condition's NewReplicaSetAvailable reason, which Kubernetes
-// documents as a complete rollout).
-func rolledOut(dep *appsv1.Deployment) bool {
-	if dep.Status.ObservedGeneration != dep.Generation {
-		return false
-	}
-	for _, c := range dep.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing {
-			return c.Status == corev1.ConditionTrue && c.Reason == "NewReplicaSetAvailable"
-		}
-	}
-	return false
-}
-
 // adaptHostedPod applies what a hosted control plane gives the controller's pods: access to the
 // management API server, the UID of a management cluster without SecurityContextConstraints, and
 // the additional trust bundle in the driver's trust store.

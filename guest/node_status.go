@@ -2,6 +2,7 @@ package guest
 
 import (
 	"fmt"
+	"strconv"
 
 	operatorv1 "github.com/openshift/api/operator/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -51,10 +52,36 @@ func nodeRollout(ds *appsv1.DaemonSet) *conditions.Rollout {
 	return r
 }
 
-// nodeRollingOut reports whether the DaemonSet has not yet rolled out its current template.
+// nodeRollingOut reports whether the DaemonSet is rolling out a generation not yet seen complete.
+// Once its generation is recorded as stable (see stableGeneration), pods missing at it were lost
+// to a node rebooted, drained, added or removed, or a pod killed: what Available says, never
+// Progressing, which cluster-storage-operator folds into ClusterOperator storage and which an
+// upgrade's reboots of every node would otherwise keep flapping.
 func nodeRollingOut(ds *appsv1.DaemonSet) bool {
+	if ds.Annotations[names.StableGenerationAnnotation] == strconv.FormatInt(ds.Generation, 10) {
+		return false
+	}
+	return !nodeComplete(ds)
+}
+
+// nodeComplete reports whether the DaemonSet controller has observed ds's generation and every
+// node it schedules on runs that generation's pod, available.
+func nodeComplete(ds *appsv1.DaemonSet) bool {
 	st := ds.Status
-	return st.ObservedGeneration < ds.Generation ||
-		st.UpdatedNumberScheduled < st.DesiredNumberScheduled ||
-		st.NumberAvailable < st.DesiredNumberScheduled
+	return st.ObservedGeneration >= ds.Generation &&
+		st.UpdatedNumberScheduled >= st.DesiredNumberScheduled &&
+		st.NumberAvailable >= st.DesiredNumberScheduled
+}
+
+// stableGeneration returns the generation to record on ds as seen fully rolled out, or "" when
+// there is nothing to record: no DaemonSet, a rollout still running, or the record in place.
+func stableGeneration(ds *appsv1.DaemonSet) string {
+	if ds == nil || !nodeComplete(ds) {
+		return ""
+	}
+	gen := strconv.FormatInt(ds.Generation, 10)
+	if ds.Annotations[names.StableGenerationAnnotation] == gen {
+		return ""
+	}
+	return gen
 }

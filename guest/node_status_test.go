@@ -24,6 +24,38 @@ func statusDaemonSet(generation int64, st appsv1.DaemonSetStatus) *appsv1.Daemon
 	}
 }
 
+// recorded returns ds with generation recorded as seen rolled out.
+func recorded(ds *appsv1.DaemonSet, generation string) *appsv1.DaemonSet {
+	ds.Annotations = map[string]string{names.StableGenerationAnnotation: generation}
+	return ds
+}
+
+func TestStableGeneration(t *testing.T) {
+	t.Parallel()
+	complete := appsv1.DaemonSetStatus{ObservedGeneration: 4, DesiredNumberScheduled: 2, UpdatedNumberScheduled: 2, NumberAvailable: 2}
+	for _, tc := range []struct {
+		name string
+		ds   *appsv1.DaemonSet
+		want string
+	}{
+		{"When there is no DaemonSet, it should record nothing", nil, ""},
+		{"When every node runs the current generation, available, it should record that generation", statusDaemonSet(4, complete), "4"},
+		{"When the generation is recorded already, it should record nothing", recorded(statusDaemonSet(4, complete), "4"), ""},
+		{"When an older generation is recorded and the current one is complete, it should record the current one", recorded(statusDaemonSet(4, complete), "3"), "4"},
+		{"When the DaemonSet controller has not observed the generation, it should record nothing", statusDaemonSet(5, complete), ""},
+		{"When a node does not run the current generation yet, it should record nothing",
+			statusDaemonSet(4, appsv1.DaemonSetStatus{ObservedGeneration: 4, DesiredNumberScheduled: 2, UpdatedNumberScheduled: 1, NumberAvailable: 2}), ""},
+		{"When a node's pod is not available, it should record nothing",
+			statusDaemonSet(4, appsv1.DaemonSetStatus{ObservedGeneration: 4, DesiredNumberScheduled: 2, UpdatedNumberScheduled: 2, NumberAvailable: 1}), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := stableGeneration(tc.ds); got != tc.want {
+				t.Errorf("stableGeneration = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestSetNodeConditions(t *testing.T) {
 	t.Parallel()
 	type cond = testutil.CondState
@@ -84,6 +116,28 @@ func TestSetNodeConditions(t *testing.T) {
 			Want: testutil.Want(nodeWorkload,
 				cond{operatorv1.ConditionTrue, names.ReasonAsExpected, "The CSI node plugin is available on 3 of 3 nodes."},
 				cond{operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI node plugin is rolled out."},
+				notDegraded,
+			),
+		},
+		{
+			Name: "When a node's pod is missing at a generation recorded as rolled out (a node rebooting), it should say so in Available and not be rolling out",
+			Live: recorded(statusDaemonSet(4, appsv1.DaemonSetStatus{
+				ObservedGeneration: 4, DesiredNumberScheduled: 3, CurrentNumberScheduled: 2, UpdatedNumberScheduled: 2, NumberReady: 2, NumberAvailable: 2, NumberUnavailable: 1,
+			}), "4"),
+			Want: testutil.Want(nodeWorkload,
+				cond{operatorv1.ConditionTrue, names.ReasonAsExpected, "The CSI node plugin is available on 2 of 3 nodes."},
+				cond{operatorv1.ConditionFalse, names.ReasonAsExpected, "The CSI node plugin is rolled out."},
+				notDegraded,
+			),
+		},
+		{
+			Name: "When a newer generation than the recorded one rolls out, it should be rolling out",
+			Live: recorded(statusDaemonSet(5, appsv1.DaemonSetStatus{
+				ObservedGeneration: 5, DesiredNumberScheduled: 3, CurrentNumberScheduled: 3, UpdatedNumberScheduled: 1, NumberAvailable: 3,
+			}), "4"),
+			Want: testutil.Want(nodeWorkload,
+				cond{operatorv1.ConditionTrue, names.ReasonAsExpected, "The CSI node plugin is available on 3 of 3 nodes."},
+				cond{operatorv1.ConditionTrue, names.ReasonRollingOut, "The CSI node plugin is rolling out: 1 of 3 nodes updated."},
 				notDegraded,
 			),
 		},

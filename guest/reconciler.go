@@ -158,6 +158,9 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		failed[groupClasses] = errors.Join(failed[groupClasses], err)
 	}
 
+	if err := r.recordStable(ctx, s.DaemonSet); err != nil {
+		failed[groupNode] = errors.Join(failed[groupNode], err)
+	}
 	st.Fold(names.ConditionStaticResourcesDegraded, failed[groupStatic], "Applying the CSI driver's ServiceAccount, RBAC and CSIDriver")
 	setNodeConditions(st, s.DaemonSet, p.NodeWaiting, failed[groupNode])
 	st.Fold(names.ConditionStorageClassDegraded, failed[groupClasses], "Applying the StorageClasses and VolumeSnapshotClasses")
@@ -166,7 +169,8 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	if nodesErr != nil {
 		st.Keep(driver.Status.Conditions, names.ConditionZoneWarning)
 	} else {
-		setZoneWarning(st, zoneInputs{Features: p.Features, NodeZones: nodeZones, Kept: kept, Foreign: p.ForeignClasses, InvalidZones: p.InvalidZones})
+		setZoneWarning(st, zoneInputs{Features: p.Features, NodeZones: nodeZones, Kept: kept, Foreign: p.ForeignClasses,
+			BackupClassTaken: p.BackupClassTaken, InvalidZones: p.InvalidZones})
 	}
 	if err := errors.Join(failed[groupStatic], failed[groupNode], failed[groupClasses], nodesErr); err != nil {
 		return ctrl.Result{}, err
@@ -203,16 +207,22 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 	if err != nil {
 		return nil, err
 	}
-	if s.SnapshotCRD && plan.UsesInputs(driver) {
-		// The live classes decide what an apply cannot change (see Desired); read only while
-		// the kind is served.
-		var vsc, backup snapshotv1.VolumeSnapshotClass
-		err := errors.Join(
-			get(client.ObjectKey{Name: names.VolumeSnapshotCls}, &vsc, func() { s.SnapshotClass = &vsc }),
-			get(client.ObjectKey{Name: names.BackupSnapshotClass}, &backup, func() { s.BackupSnapshotClass = &backup }),
-		)
-		if err != nil {
+	if s.SnapshotCRD && driver.Spec.ManagementState != operatorv1.Unmanaged {
+		// The live classes decide what an apply cannot change, whose default class stands and,
+		// also under Removed, whether the backup class's name is the operator's (see Desired);
+		// read only while the kind is served.
+		var vscs snapshotv1.VolumeSnapshotClassList
+		if err := apply.List(ctx, r.Guest, r.errCluster(), &vscs); err != nil {
 			return nil, err
+		}
+		s.SnapshotClasses = vscs.Items
+		for i := range s.SnapshotClasses {
+			switch vsc := &s.SnapshotClasses[i]; vsc.Name {
+			case names.VolumeSnapshotCls:
+				s.SnapshotClass = vsc
+			case names.BackupSnapshotClass:
+				s.BackupSnapshotClass = vsc
+			}
 		}
 	}
 	if !r.Config.HyperShift && driver.Spec.ManagementState == operatorv1.Removed {
@@ -247,6 +257,18 @@ func (r *Reconciler) canReviewAccess(ctx context.Context) (bool, error) {
 			"clusterRole", names.KubeRBACProxyRole)
 	}
 	return may, err
+}
+
+// recordStable records on the node DaemonSet the generation it has seen fully rolled out (see
+// nodeRollingOut), under a field owner of its own: the guest manager's apply leaves the annotation
+// out, and must not remove it. The live DaemonSet was read before this reconcile's apply; a
+// generation that apply started is newer than the one recorded, and so still a rollout.
+func (r *Reconciler) recordStable(ctx context.Context, ds *appsv1.DaemonSet) error {
+	gen := stableGeneration(ds)
+	if gen == "" {
+		return nil
+	}
+	return apply.New(r.Guest, names.FieldOwnerRollout).On(r.errCluster()).Record(ctx, ds, names.StableGenerationAnnotation, gen)
 }
 
 // applier writes to the guest as the guest manager, naming the guest in errors on HyperShift.

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strconv"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -60,6 +63,24 @@ func Install(ctx context.Context, mgmt, guest client.Client, o Options, objs Obj
 		return fmt.Errorf("injecting the trusted CA bundle: %w", err)
 	}
 	return nil
+}
+
+// RecordStableGeneration writes what csi-operator's node service controller (library-go's)
+// writes once its DaemonSet is fully rolled out: the DaemonSet's generation in
+// names.StableGenerationAnnotation, an update under csi-operator's field manager. Call it once the
+// rollout is complete, as csi-operator's next sync would.
+func RecordStableGeneration(ctx context.Context, guest client.Client) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds := &appsv1.DaemonSet{}
+		if err := guest.Get(ctx, client.ObjectKey{Namespace: names.GuestNamespace, Name: names.NodeDaemonSet}, ds); err != nil {
+			return err
+		}
+		if ds.Annotations == nil {
+			ds.Annotations = map[string]string{}
+		}
+		ds.Annotations[names.StableGenerationAnnotation] = strconv.FormatInt(ds.Generation, 10)
+		return guest.Update(ctx, ds, client.FieldOwner(FieldManager))
+	})
 }
 
 // Restore writes csi-operator's objects again as its next reconcile would after it replaced this

@@ -94,6 +94,7 @@ func (w *world) waitCSIOperatorRolledOut(t testing.TB) {
 		g.Expect(w.csiOperatorTemplate(w.controllerDeployment(g).Spec.Template.Spec)).To(BeTrue(), "the controller runs csi-operator's template")
 		g.Expect(w.csiOperatorTemplate(w.daemonSet(g).Spec.Template.Spec)).To(BeTrue(), "the node plugin runs csi-operator's template")
 	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	NewWithT(t).Expect(csioperator.RecordStableGeneration(context.Background(), w.Guest)).To(Succeed())
 }
 
 // expectRolledOut fails unless the controller Deployment and the node DaemonSet run their

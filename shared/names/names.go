@@ -227,6 +227,15 @@ const (
 	DefaultStorageClassAnnotation = "storageclass.kubernetes.io/is-default-class"
 	InjectTrustedCABundleLabel    = "config.openshift.io/inject-trusted-cabundle"
 	ServingCertAnnotation         = "service.beta.openshift.io/serving-cert-secret-name"
+
+	// DefaultSnapshotClassAnnotation marks the default VolumeSnapshotClass of a driver.
+	DefaultSnapshotClassAnnotation = "snapshot.storage.kubernetes.io/is-default-class"
+
+	// StableGenerationAnnotation records on the node DaemonSet the last generation that was
+	// seen fully rolled out: pods missing at that generation (a node rebooted, added or
+	// drained, a pod killed) are not a rollout. It is csi-operator's key, so that a switch in
+	// either direction keeps the record's meaning.
+	StableGenerationAnnotation = "storage.openshift.io/stable-generation"
 )
 
 // Field owners for server-side apply: one per manager, so that neither can erase what the
@@ -237,6 +246,9 @@ const (
 	// FieldOwnerAttachments owns the attachment monitor's conditions, so that the controlplane
 	// reconciler's status writes and the monitor's leave each other's conditions alone.
 	FieldOwnerAttachments = "cinder-csi-operator-attachments"
+	// FieldOwnerRollout owns the node DaemonSet's StableGenerationAnnotation, which the guest
+	// manager's own apply leaves out: it records what the cluster did, not what is desired.
+	FieldOwnerRollout = "cinder-csi-operator-rollout"
 )
 
 // LegacyFieldOwners are the field managers of csi-operator's writes, whose objects this operator
@@ -293,8 +305,9 @@ const (
 
 	// Written by the guest manager.
 	// ConditionZoneWarning: nodes are in a compute zone where no claim of standard-csi can be
-	// provisioned under the current topology decision, or a per-zone class is kept because a
-	// claim uses it after its zone went away.
+	// provisioned under the current topology decision, a per-zone class is kept because a
+	// claim uses it after its zone went away, or a class asked for (per-zone, or the backup
+	// VolumeSnapshotClass) has the name of one the operator did not make.
 	ConditionZoneWarning = "OpenStackCinderZoneWarning"
 
 	// Written by the controlplane manager's attachment monitor.
@@ -435,6 +448,9 @@ const (
 	// ReasonZoneClassNameTaken: a per-zone class asked for has the name of a StorageClass the
 	// operator did not make, which it leaves alone.
 	ReasonZoneClassNameTaken = "ZoneClassNameTaken"
+	// ReasonBackupClassNameTaken: the backup VolumeSnapshotClass is asked for, and a
+	// VolumeSnapshotClass the operator did not make has its name, which it leaves alone.
+	ReasonBackupClassNameTaken = "BackupClassNameTaken"
 	// ReasonZoneNameInvalid: a volume zone's name cannot name a StorageClass or a label value.
 	ReasonZoneNameInvalid = "ZoneNameInvalid"
 )
