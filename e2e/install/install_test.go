@@ -180,6 +180,21 @@ func TestStandaloneInstall(t *testing.T) {
 		log.expectAllowed(t)
 	})
 
+	t.Run("When the backup class is asked for, it should be created as the operator's ServiceAccount and go when no longer asked for", func(t *testing.T) {
+		g := NewWithT(t)
+		cm := userConfig(map[string]string{names.KeyBackupSnapshotClass: "true"})
+		g.Expect(e.GuestClient.Create(ctx, cm)).To(Succeed())
+		backup := &snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: names.BackupSnapshotClass}}
+		g.Eventually(func() error { return e.GuestClient.Get(ctx, client.ObjectKeyFromObject(backup), backup) }).
+			WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
+		g.Expect(backup.Labels).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue))
+		g.Expect(e.GuestClient.Delete(ctx, cm)).To(Succeed())
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(e.GuestClient.Get(ctx, client.ObjectKeyFromObject(backup), &snapshotv1.VolumeSnapshotClass{}))
+		}).WithTimeout(installTimeout).WithPolling(poll).Should(BeTrue())
+		log.expectAllowed(t)
+	})
+
 	t.Run("When managementState is Removed, it should delete what it created, its RBAC included", func(t *testing.T) {
 		setManagementState(t, e, operatorv1.Removed)
 		waitRemoved(t, e, e.MgmtClient, append(standaloneControllerObjects(), guestObjects(t, false)...))
