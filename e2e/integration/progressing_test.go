@@ -72,12 +72,7 @@ func TestProgressingOnlyForRollouts(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			ds := nodeDaemonSet(g, e)
 			g.Expect(ds.Status.NumberAvailable).To(Equal(ds.Status.DesiredNumberScheduled))
-			now := &corev1.PodList{}
-			g.Expect(e.GuestClient.List(ctx, now, client.InNamespace(names.GuestNamespace), client.MatchingLabels{"app": names.NodeDaemonSet})).To(Succeed())
-			g.Expect(now.Items).To(HaveLen(int(ds.Status.DesiredNumberScheduled)))
-			for _, p := range now.Items {
-				g.Expect(old).NotTo(HaveKey(string(p.UID)), "pod %s is still the deleted one", p.Name)
-			}
+			expectReplaced(g, e.GuestClient, names.GuestNamespace, names.NodeDaemonSet, old, int(ds.Status.DesiredNumberScheduled))
 		}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
 		// The guest manager has seen the last of it once NodeAvailable counts every node again.
 		g.Eventually(func() string { return condition(g, e, names.ConditionNodeAvailable).Message }).
@@ -117,13 +112,7 @@ func TestProgressingOnlyForRollouts(t *testing.T) {
 			dep := controllerDeployment(g, e)
 			g.Expect(dep.Status.AvailableReplicas).To(Equal(*dep.Spec.Replicas))
 			g.Expect(dep.Status.Replicas).To(Equal(*dep.Spec.Replicas))
-			now := &corev1.PodList{}
-			g.Expect(e.MgmtClient.List(ctx, now, client.InNamespace(e.Namespace), client.MatchingLabels{"app": names.ControllerDeployment})).To(Succeed())
-			g.Expect(now.Items).To(HaveLen(int(*dep.Spec.Replicas)))
-			for _, p := range now.Items {
-				g.Expect(old).NotTo(HaveKey(string(p.UID)), "pod %s is still the deleted one", p.Name)
-				g.Expect(p.DeletionTimestamp).To(BeNil())
-			}
+			expectReplaced(g, e.MgmtClient, e.Namespace, names.ControllerDeployment, old, int(*dep.Spec.Replicas))
 		}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
 		g.Eventually(func() string { return condition(g, e, names.ConditionControllerAvailable).Message }).
 			WithTimeout(reactTimeout).WithPolling(poll).Should(WithTransform(allOf, BeTrue()))
@@ -168,6 +157,18 @@ func TestProgressingOnlyForRollouts(t *testing.T) {
 		}).WithTimeout(reactTimeout).WithPolling(poll).Should(Succeed())
 		t.Logf("Progressing while the log level rolled out:\n%s", clusterstorage.Describe(rec.Since(since), since, progressingTypes...))
 	})
+}
+
+// expectReplaced fails unless the pods labelled app=app in ns are want pods, none of them one of
+// old (by UID) and none terminating.
+func expectReplaced(g Gomega, c client.Client, ns, app string, old map[string]bool, want int) {
+	now := &corev1.PodList{}
+	g.Expect(c.List(context.Background(), now, client.InNamespace(ns), client.MatchingLabels{"app": app})).To(Succeed())
+	g.Expect(now.Items).To(HaveLen(want))
+	for _, p := range now.Items {
+		g.Expect(old).NotTo(HaveKey(string(p.UID)), "pod %s is still the deleted one", p.Name)
+		g.Expect(p.DeletionTimestamp).To(BeNil())
+	}
 }
 
 // allOf reports whether an Available message counts every replica or node ("2 of 2 ...",
