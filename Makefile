@@ -89,8 +89,9 @@ REALNODE_HOST_PACKAGES ?= containerd runc containernetworking-plugins iproute2 i
 # Four worlds: the fake cloud's two (the take-over) and the real cloud's two (both modes at once on
 # one cloud, in step where they change it), each with clusters and nodes of its own. Three
 # parallel tests, of which STORAGE_WORLDS worlds run at once (e2e/storage, takePlaces): the real
-# cloud's two first, then the fake cloud's as places free up. Each HyperShift world ends with the
-# upstream suite's CI subset (its reports under EXTERNAL_STORAGE_OUT/storage). On two cores three
+# cloud's two first, then the fake cloud's as places free up. The real cloud's HyperShift world ends
+# with the upstream suite's CI subset (its reports under EXTERNAL_STORAGE_OUT/storage; on the fake
+# it is test-external-storage-ci's, in a world of its own). On two cores three
 # worlds' control planes and the cloud keep the processors busy, so more at once would mostly add
 # contention.
 STORAGE_TEST_TIMEOUT ?= 80m
@@ -122,7 +123,7 @@ CLUSTER_STEPS := operator control-plane etcd kwok
 SIMULATED_STEPS := operator harness control-plane etcd kwok
 REAL_NODE_STEPS := operator harness host-packages control-plane kubelet operands pause images
 # The storage tests also run a real OpenStack (Debian's packages) and the upstream suite's CI
-# subset on it and on the fake, and a real Prometheus in the real cloud's worlds.
+# subset on it, and a real Prometheus in the real cloud's worlds.
 STORAGE_STEPS := $(REAL_NODE_STEPS) openstack external-storage-suite prometheus
 # make test: both kinds of nodes, the real cloud, the upstream suite, and promtool for the
 # alerts' unit tests.
@@ -191,7 +192,7 @@ test-local-cluster-phases:
 .PHONY: test-real-node-phases
 test-real-node-phases:
 	@$(PHASE) "5/6 real-node harness tests (race detector)" $(E2E_GO) test -race -parallel=$(or $(TEST_PARALLEL),4) $(GO_TEST_FLAGS) -count=1 -timeout=$(TEST_TIMEOUT) $$($(E2E_GO) list ./... | grep -E '$(HOST_LOCK_PKGS)')
-	@$(PHASE) "6/6 storage on real nodes, both modes, on the fake and on a real OpenStack, with the upstream suite's CI subset on each cloud" $(MAKE) --no-print-directory test-storage
+	@$(PHASE) "6/6 storage on real nodes, both modes, on the fake and on a real OpenStack, with the upstream suite's CI subset on the real one" $(MAKE) --no-print-directory test-storage
 
 .PHONY: test-slow
 test-slow: ## Run make test in a cgroup limited to one of the machine's CPUs, a machine half as fast (Linux, root, cgroup v1 cpuset): it chooses less at once and must pass too.
@@ -223,7 +224,7 @@ else
 endif
 
 .PHONY: test-storage
-test-storage: ## Real storage end to end on real nodes, both modes: the operator-installed driver provisions, attaches and mounts volumes, on the fake cloud (the switch from csi-operator and back with a volume in use) and on a real OpenStack; the upstream suite's CI subset on each cloud (HyperShift).
+test-storage: ## Real storage end to end on real nodes, both modes: the operator-installed driver provisions, attaches and mounts volumes, on the fake cloud (the switch from csi-operator and back with a volume in use) and on a real OpenStack; the upstream suite's CI subset on the real one (HyperShift).
 ifeq ($(REAL_NODES_POSSIBLE),yes)
 	@$(PREREQS) $(STORAGE_STEPS)
 	e2e/hack/host-packages.sh busybox-static bind9-dnsutils

@@ -45,8 +45,9 @@ import (
 // the scenarios run on the adopted driver (see run). Both worlds then go back to csi-operator and
 // switch to this operator again from its install manifests. So each mode shows both directions
 // with a volume in use, and both ways of deploying the operator; fresh installs on real nodes are
-// the upstream suite's (make test's last phase) and run-local's, and the integration tests' on
-// simulated nodes.
+// the real cloud's worlds (TestStorageRealCloud) and run-local's, and the integration tests' on
+// simulated nodes. The upstream suite's CI subset runs in make test on the real cloud only; on the
+// fake it is make test-external-storage-ci's.
 //
 // These two worlds take their places after TestStorageRealCloud's two (see takePlaces): each
 // world has clusters and nodes of its own, and their scenarios mostly wait on pods and volumes,
@@ -67,19 +68,13 @@ func TestStorageStandalone(t *testing.T) {
 // install manifests. A claim made right after the take-over provisions only once
 // csi-operator's sidecar leases have lapsed, two and a half minutes after the swap, so the
 // scenarios that make no volume run meanwhile and the claim is checked after them. Then the
-// other scenarios, on HyperShift the upstream suite's CI subset, the switch back to csi-operator
-// and the switch from the install manifests.
+// other scenarios, the switch back to csi-operator and the switch from the install manifests.
 func run(t *testing.T, w *world, userZoneClass bool) {
 	finish := switchToOperator(t, w, byImageSwap, userZoneClass)
 	handOver(t, w)
 	volumeFreeScenarios(t, w)
 	t.Run("When the operator has taken over by the image swap, a claim made right after it should be provisioned, attached and mounted once csi-operator's sidecar leases have lapsed, and no Degraded condition of the operator's should have been True from its start until then", finish)
 	scenarios(t, w)
-	if w.Env.Mode == env.ModeHyperShift {
-		t.Run("When the upstream external-storage suite's CI subset runs against the adopted driver on the fake cloud, it should pass", func(t *testing.T) {
-			upstreamSubset(t, w)
-		})
-	}
 	switchBack(t, w)
 	t.Run("When the operator has taken over from its install manifests, no Degraded condition of the operator's should have been True from its start", switchToOperator(t, w, byInstallManifests, false))
 }

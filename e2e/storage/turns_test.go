@@ -19,14 +19,15 @@ import (
 //
 // The worlds start in a fixed order, each once those before it have started and a place is free:
 // the real cloud's two worlds (TestStorageRealCloud), which run in step and so take two places
-// together, first, as the longest; then the fake cloud's HyperShift world, the longer of its two;
-// then its standalone world. A world gives its place back when it ends, so with three places the
-// standalone world fills the place of the first real-cloud world to end, and with two the fake
-// cloud's worlds follow the real cloud's one by one.
+// together, first, as the longest (its HyperShift world ends with the upstream suite's CI subset);
+// then the fake cloud's standalone world, the longer of its two; then its HyperShift world. A world
+// gives its place back when it ends, so with three places the HyperShift world fills the place of
+// the first world to end, and with two the fake cloud's worlds follow the real cloud's, the longer
+// one in the place its standalone world leaves when its scenarios end.
 var worldsAtOnce = flag.Int("worlds", 3, "storage worlds that run at once (at least 2: the real cloud's two run in step)")
 
 // worldOrder is the order in which the storage tests' worlds start.
-var worldOrder = []string{"TestStorageRealCloud", "TestStorageHyperShift", "TestStorageStandalone"}
+var worldOrder = []string{"TestStorageRealCloud", "TestStorageStandalone", "TestStorageHyperShift"}
 
 var places = struct {
 	mu   sync.Mutex
