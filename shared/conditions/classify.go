@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
 // maxFailures bounds how many distinct failures one message describes; more would be cut by
@@ -27,12 +28,12 @@ import (
 const maxFailures = 3
 
 // Fold records the Degraded condition degradedType from a step's outcome: False with
-// ReasonAsExpected when err is nil, else True with the reason and message Classify gives for err
-// and doing. It is the one way a manager turns a failed read, apply, delete or status write
+// names.ReasonAsExpected when err is nil, else True with the reason and message Classify gives
+// for err and doing. It is the one way a manager turns a failed read, apply, delete or status write
 // into a condition.
 func (s *Set) Fold(degradedType string, err error, doing string) {
 	if err == nil {
-		s.False(degradedType, ReasonAsExpected, "")
+		s.False(degradedType, names.ReasonAsExpected, "")
 		return
 	}
 	reason, message := Classify(err, doing)
@@ -52,7 +53,7 @@ func (s *Set) Fold(degradedType string, err error, doing string) {
 // every retry and may be secret. The full error stays available to the log.
 func Classify(err error, doing string) (reason, message string) {
 	if err == nil {
-		return ReasonAsExpected, ""
+		return names.ReasonAsExpected, ""
 	}
 	var fs []located
 	for _, l := range leaves(err) {

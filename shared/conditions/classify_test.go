@@ -465,7 +465,7 @@ func TestSet_Fold(t *testing.T) {
 	}{
 		{
 			name: "When there is no error, it should record False with AsExpected",
-			want: cond(typ, "False", now, ReasonAsExpected, ""),
+			want: cond(typ, "False", now, names.ReasonAsExpected, ""),
 		},
 		{
 			name: "When an apply failed, it should record True with the classified reason and message",

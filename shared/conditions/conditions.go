@@ -32,9 +32,6 @@ var typeSuffixes = []string{"Available", "Progressing", "Degraded", "Upgradeable
 // cluster-storage-operator does not aggregate: a warning never makes the cluster Degraded.
 const WarningSuffix = "Warning"
 
-// ReasonAsExpected is the reason of a Degraded condition that is False.
-const ReasonAsExpected = "AsExpected"
-
 // MaxMessageLength bounds a condition message in bytes: messages are read in `oc get` output
 // and events, and a condition that grows with an error chain would change on every retry.
 const MaxMessageLength = 1024

@@ -142,7 +142,7 @@ func TestReconcile_RemovesCSIOperatorConditions(t *testing.T) {
 
 	w := Writer{Applier: apply.New(c, names.FieldOwnerGuest), ObserveGeneration: true, Remove: names.CSIOperatorConditions}
 	body := func(_ context.Context, _ *operatorv1.ClusterCSIDriver, st *Set) (reconcile.Result, error) {
-		st.True(names.ConditionNodeAvailable, ReasonAsExpected, "")
+		st.True(names.ConditionNodeAvailable, names.ReasonAsExpected, "")
 		return reconcile.Result{}, nil
 	}
 	g := NewWithT(t)

@@ -39,7 +39,7 @@ func TestApplyStatus_Error(t *testing.T) {
 	}).Build()
 
 	s := New(nil, now)
-	s.True(names.ConditionNodeAvailable, ReasonAsExpected, "")
+	s.True(names.ConditionNodeAvailable, names.ReasonAsExpected, "")
 	err = ApplyStatus(t.Context(), apply.New(c, names.FieldOwnerGuest).On(apply.ClusterGuest), names.ClusterCSIDriverName, s.List(), nil)
 
 	g.Expect(err).To(MatchError(ContainSubstring("writing ClusterCSIDriver conditions: writing the status of ClusterCSIDriver " + names.ClusterCSIDriverName + " on the guest cluster: ")))
