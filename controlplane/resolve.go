@@ -14,6 +14,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudsyaml"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
@@ -272,30 +273,17 @@ func cloudNameFrom(hyperShift bool) string {
 func configProblem(src configSource, err error) problem {
 	var ce *cloudconfig.ConfigError
 	if !errors.As(err, &ce) {
-		return problem{names.ReasonInvalidConfig, sentence(err.Error())}
+		return problem{names.ReasonInvalidConfig, conditions.Sentence(err.Error())}
 	}
 	named := *ce
 	named.ConfigMap = src.Name
 	if named.Key == names.KeyUserConfig {
 		named.Key = src.Key
 	}
-	msg := sentence(fmt.Sprintf("ConfigMap %s/%s", names.OpenShiftConfigNamespace, named.Error()))
+	msg := conditions.Sentence(fmt.Sprintf("ConfigMap %s/%s", names.OpenShiftConfigNamespace, named.Error()))
 	if src.Kind == installerConfigSource {
 		msg += fmt.Sprintf(" It is the installer's cloud provider config, read because ConfigMap %s/%s does not exist: "+
 			"fix it, or create %s, which takes precedence.", names.OpenShiftConfigNamespace, names.UserConfigMap, names.UserConfigMap)
 	}
 	return problem{names.ReasonInvalidConfig, msg}
-}
-
-// sentence makes an error text a condition sentence.
-func sentence(s string) string {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return s
-	}
-	s = strings.ToUpper(s[:1]) + s[1:]
-	if !strings.HasSuffix(s, ".") {
-		s += "."
-	}
-	return s
 }

@@ -72,12 +72,7 @@ func attachLimitWarning(cfg *config) warning {
 const maxListed = 8
 
 // list joins names for a message, at most maxListed of them.
-func list(items []string) string {
-	if len(items) > maxListed {
-		return strings.Join(items[:maxListed], ", ") + fmt.Sprintf(" and %d more", len(items)-maxListed)
-	}
-	return strings.Join(items, ", ")
-}
+func list(items []string) string { return conditions.JoinSome(items, maxListed) }
 
 // configKeysWarning names what of the user's configuration the driver never sees (dropped by the
 // operator) or does not know (passed on and ignored by the driver's parser, gcfg), which was

@@ -203,12 +203,7 @@ func strandedZones(in zoneInputs) ([]string, int) {
 }
 
 // listSome joins sorted items, naming at most zoneListMax and counting the rest.
-func listSome(items []string) string {
-	if len(items) <= zoneListMax {
-		return strings.Join(items, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(items[:zoneListMax], ", "), len(items)-zoneListMax)
-}
+func listSome(items []string) string { return conditions.JoinSome(items, zoneListMax) }
 
 // quoteSome is listSome of the items quoted: a zone name that cannot name a class may hold blanks.
 func quoteSome(items []string) string {

@@ -270,3 +270,26 @@ func upperFirst(s string) string {
 	r, n := utf8.DecodeRuneInString(s)
 	return string(unicode.ToUpper(r)) + s[n:]
 }
+
+// Sentence makes a text (an error's, say) a sentence of a condition message: trimmed, its first
+// letter upper case, ending in a period.
+func Sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return s
+	}
+	s = upperFirst(s)
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
+}
+
+// JoinSome joins items with commas for a message, naming at most most of them and counting the
+// rest ("a, b and 3 more"), so that a message does not grow with the cluster.
+func JoinSome(items []string, most int) string {
+	if len(items) <= most {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:most], ", "), len(items)-most)
+}
