@@ -8,9 +8,9 @@ import (
 	operatorv1 "github.com/openshift/api/operator/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
@@ -183,7 +183,7 @@ func withFeatures(s State, topology bool) State {
 // planNodeCopy returns the node copy of cloud-conf a plan applies.
 func planNodeCopy(g Gomega, p *Plan) *corev1.ConfigMap {
 	for _, s := range p.Apply {
-		if cm, ok := s.Object.(*corev1.ConfigMap); ok && s.Cluster == plan.Guest {
+		if cm, ok := s.Object.(*corev1.ConfigMap); ok && s.Cluster == apply.ClusterGuest {
 			return cm
 		}
 	}
@@ -212,7 +212,7 @@ func TestDesiredFeatures(t *testing.T) {
 			g.Expect(pOn.Problems).To(BeEmpty())
 			g.Expect(pOn.Apply).To(HaveLen(len(pOff.Apply)))
 			for i := range pOn.Apply {
-				if pOn.Apply[i].Cluster == plan.Guest {
+				if pOn.Apply[i].Cluster == apply.ClusterGuest {
 					continue
 				}
 				g.Expect(pOn.Apply[i].Object).To(Equal(pOff.Apply[i].Object), "%T %s", pOn.Apply[i].Object, pOn.Apply[i].Object.GetName())

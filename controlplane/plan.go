@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
@@ -260,8 +261,8 @@ func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.S
 	if rc.HyperShift {
 		ownedBy(cfg.Owner, mgmt...)
 	}
-	return append(plan.Steps(plan.Guest, groupController, nodeConf),
-		plan.Steps(plan.Management, groupController, mgmt...)...), nil
+	return append(plan.Steps(apply.ClusterGuest, groupController, nodeConf),
+		plan.Steps(apply.ClusterManagement, groupController, mgmt...)...), nil
 }
 
 // hostedFor returns what the controller takes from a hosted control plane, nothing standalone.

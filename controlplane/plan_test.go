@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
@@ -210,7 +211,7 @@ func TestDesired(t *testing.T) {
 		p := desiredPlan(t, hyperShiftConfig(), hyperShiftState(false, testutil.CA))
 		for _, s := range p.Apply {
 			refs := s.Object.GetOwnerReferences()
-			if s.Cluster == plan.Guest {
+			if s.Cluster == apply.ClusterGuest {
 				g.Expect(refs).To(BeEmpty(), s.Object.GetName())
 				continue
 			}

@@ -162,8 +162,8 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		return ctrl.Result{}, err
 	}
 	appliers := plan.Appliers{
-		plan.Management: mgmtApplier.Adopting(names.LegacyFieldOwners...).On(r.errCluster(apply.ClusterManagement)),
-		plan.Guest:      apply.New(r.Guest, r.fieldOwner()).Adopting(names.LegacyFieldOwners...).On(r.errCluster(apply.ClusterGuest)),
+		apply.ClusterManagement: mgmtApplier.Adopting(names.LegacyFieldOwners...).On(r.errCluster(apply.ClusterManagement)),
+		apply.ClusterGuest:      apply.New(r.Guest, r.fieldOwner()).Adopting(names.LegacyFieldOwners...).On(r.errCluster(apply.ClusterGuest)),
 	}
 
 	switch p.ManagementState {

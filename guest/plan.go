@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -137,7 +138,7 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("computing the static objects: %w", err)
 	}
-	p.Apply = plan.Steps(plan.Guest, groupStatic, static...)
+	p.Apply = plan.Steps(apply.ClusterGuest, groupStatic, static...)
 
 	usable := s.CloudConf != nil && s.CloudConf.Labels[names.ManagedByLabel] == names.ManagedByValue &&
 		s.CloudConf.Annotations[names.DataHashAnnotation] == confighash.Data(s.CloudConf.Data, s.CloudConf.BinaryData)
@@ -160,7 +161,7 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("computing the node DaemonSet: %w", err)
 		}
-		p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupNode, Object: ds})
+		p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: groupNode, Object: ds})
 	}
 
 	if err := p.storageClasses(d, cfg, scState, s); err != nil {
@@ -185,9 +186,9 @@ func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operator
 		if err != nil {
 			return err
 		}
-		p.Delete = plan.Identities(plan.Steps(plan.Guest, groupClasses, sc))
+		p.Delete = plan.Identities(plan.Steps(apply.ClusterGuest, groupClasses, sc))
 		for _, z := range zoneClassesLive(s.StorageClasses) {
-			p.Delete = append(p.Delete, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(z)})
+			p.Delete = append(p.Delete, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(z)})
 		}
 		return nil
 	}
@@ -195,7 +196,7 @@ func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operator
 	if err != nil {
 		return err
 	}
-	p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: sc})
+	p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: sc})
 	switch {
 	case !p.Features.Known:
 		// The decision is not known: the per-zone classes stay as they are.
@@ -208,13 +209,13 @@ func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operator
 			return err
 		}
 		for _, z := range zp.Apply {
-			p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: z})
+			p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: z})
 		}
 		for _, z := range zp.Recreate {
-			p.Recreate = append(p.Recreate, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(z)})
+			p.Recreate = append(p.Recreate, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(z)})
 		}
 		for _, z := range zp.Create {
-			p.Create = append(p.Create, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(z)})
+			p.Create = append(p.Create, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(z)})
 		}
 		p.Retire, p.InvalidZones, p.ForeignClasses = zp.Retire, zp.Invalid, zp.Foreign
 	}
@@ -230,10 +231,10 @@ func (p *Plan) snapshotClasses(d *manifests.Decoder, s State) error {
 	if err != nil {
 		return err
 	}
-	p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: vsc})
+	p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: vsc})
 	p.SnapshotClass = true
 	if snapshotClassNeedsRecreate(s.SnapshotClass, vsc) {
-		p.Recreate = append(p.Recreate, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(vsc)})
+		p.Recreate = append(p.Recreate, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(vsc)})
 	}
 	if !p.Features.Known {
 		return nil
@@ -252,17 +253,17 @@ func (p *Plan) snapshotClasses(d *manifests.Decoder, s State) error {
 	if !p.Features.Backup {
 		// Turned off, or never asked for: deleted when it exists.
 		if live != nil {
-			p.Delete = append(p.Delete, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(backup)})
+			p.Delete = append(p.Delete, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(backup)})
 		}
 		return nil
 	}
-	p.Apply = append(p.Apply, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: backup})
+	p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: backup})
 	recreate := snapshotClassNeedsRecreate(live, backup)
 	if recreate {
-		p.Recreate = append(p.Recreate, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(backup)})
+		p.Recreate = append(p.Recreate, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(backup)})
 	}
 	if recreate || live == nil {
-		p.Create = append(p.Create, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(backup)})
+		p.Create = append(p.Create, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(backup)})
 	}
 	return nil
 }
@@ -277,14 +278,14 @@ func removals(d *manifests.Decoder, cfg Config, s State) ([]plan.Step, error) {
 	}
 	var extra []plan.Step
 	for _, z := range zoneClassesLive(s.StorageClasses) {
-		extra = append(extra, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: plan.Identity(z)})
+		extra = append(extra, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(z)})
 	}
 	if s.SnapshotCRD && s.BackupSnapshotClass != nil && ownBackupClass(s.BackupSnapshotClass) {
 		backup, err := desiredBackupSnapshotClass(d, "", "")
 		if err != nil {
 			return nil, err
 		}
-		extra = append(extra, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: backup})
+		extra = append(extra, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: backup})
 	}
 	// Before the static objects, which everything puts last.
 	i := slices.IndexFunc(all, func(st plan.Step) bool { return st.Group == groupStatic })
@@ -304,7 +305,7 @@ func (p *Plan) holdControllerRBAC(d *manifests.Decoder) error {
 		return err
 	}
 	held := map[string]bool{}
-	for _, st := range plan.Steps(plan.Guest, groupStatic, rbac...) {
+	for _, st := range plan.Steps(apply.ClusterGuest, groupStatic, rbac...) {
 		held[st.String()] = true
 	}
 	p.Hold(func(st plan.Step) bool { return held[st.String()] },

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
@@ -65,7 +66,7 @@ func TestDesired(t *testing.T) {
 			g.Expect(p.Problems).To(BeEmpty())
 			g.Expect(p.Delete).To(BeEmpty())
 			for _, s := range p.Apply {
-				g.Expect(s.Cluster).To(Equal(plan.Guest))
+				g.Expect(s.Cluster).To(Equal(apply.ClusterGuest))
 			}
 			golden.CompareWithFixture(t, testutil.Objects(p.Apply)...)
 		})
@@ -219,7 +220,7 @@ func TestDesiredRemovedHoldsControllerRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rbacNames := testutil.StepNames(plan.Steps(plan.Guest, "", rbac...))
+	rbacNames := testutil.StepNames(plan.Steps(apply.ClusterGuest, "", rbac...))
 	for _, tt := range []struct {
 		name       string
 		hyperShift bool

@@ -121,7 +121,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	appliers := plan.Appliers{plan.Guest: r.applier().Adopting(names.LegacyFieldOwners...)}
+	appliers := plan.Appliers{apply.ClusterGuest: r.applier().Adopting(names.LegacyFieldOwners...)}
 
 	switch p.ManagementState {
 	case operatorv1.Unmanaged:

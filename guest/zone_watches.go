@@ -317,7 +317,7 @@ func (r *Reconciler) retireZoneClasses(ctx context.Context, appliers plan.Applie
 		sc := &storagev1.StorageClass{}
 		sc.SetGroupVersionKind(storagev1.SchemeGroupVersion.WithKind("StorageClass"))
 		sc.Name = name
-		steps = append(steps, plan.Step{Cluster: plan.Guest, Group: groupClasses, Object: sc})
+		steps = append(steps, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: sc})
 	}
 	if len(kept) == 0 {
 		kept = nil
@@ -335,7 +335,7 @@ func (r *Reconciler) applyRecreating(ctx context.Context, appliers plan.Appliers
 	failed := map[string]error{}
 	recreated := map[string]bool{}
 	for _, st := range p.Recreate {
-		recreated[stepKey(st)] = true
+		recreated[st.String()] = true
 		log.Info("Recreating, since a field that cannot change differs", "kind", plan.Kind(st.Object), "object", klog.KObj(st.Object))
 	}
 	if len(p.Recreate) > 0 {
@@ -345,14 +345,14 @@ func (r *Reconciler) applyRecreating(ctx context.Context, appliers plan.Appliers
 	}
 	created := map[string]bool{}
 	for _, st := range p.Create {
-		created[stepKey(st)] = true
+		created[st.String()] = true
 	}
 	var cached, fresh, create []plan.Step
 	for _, st := range p.Apply {
 		switch {
-		case created[stepKey(st)]:
+		case created[st.String()]:
 			create = append(create, st)
-		case recreated[stepKey(st)]:
+		case recreated[st.String()]:
 			fresh = append(fresh, st)
 		default:
 			cached = append(cached, st)
@@ -362,7 +362,7 @@ func (r *Reconciler) applyRecreating(ctx context.Context, appliers plan.Appliers
 	uncached.Reader = r.GuestAPI
 	for _, res := range []map[string]error{
 		appliers.Apply(ctx, log, cached),
-		plan.Appliers{plan.Guest: uncached}.Apply(ctx, log, fresh),
+		plan.Appliers{apply.ClusterGuest: uncached}.Apply(ctx, log, fresh),
 		appliers.Create(ctx, log, create),
 	} {
 		for g, err := range res {
@@ -370,9 +370,4 @@ func (r *Reconciler) applyRecreating(ctx context.Context, appliers plan.Appliers
 		}
 	}
 	return failed
-}
-
-// stepKey names a step's object by Go type and name (the steps here are cluster-scoped).
-func stepKey(st plan.Step) string {
-	return fmt.Sprintf("%T/%s", st.Object, st.Object.GetName())
 }

@@ -140,7 +140,7 @@ func TestRetireZoneClasses(t *testing.T) {
 	ctl := &testController{ctx: ctx, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())}
 	t.Cleanup(ctl.queue.ShutDown)
 	r := &Reconciler{Guest: guest, GuestAPI: api, cache: informers, controller: ctl}
-	appliers := plan.Appliers{plan.Guest: apply.New(guest, names.FieldOwnerGuest)}
+	appliers := plan.Appliers{apply.ClusterGuest: apply.New(guest, names.FieldOwnerGuest)}
 
 	t.Run("When claims use a class no longer asked for, it should keep it without listing claims from the API server", func(t *testing.T) {
 		g := NewWithT(t)
@@ -220,7 +220,7 @@ func TestRetireZoneClassesDenied(t *testing.T) {
 	ctl := &testController{ctx: ctx, queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())}
 	t.Cleanup(ctl.queue.ShutDown)
 	r := &Reconciler{Guest: guest, GuestAPI: guest, cache: &informertest.FakeInformers{Scheme: scheme}, controller: ctl}
-	appliers := plan.Appliers{plan.Guest: apply.New(guest, names.FieldOwnerGuest)}
+	appliers := plan.Appliers{apply.ClusterGuest: apply.New(guest, names.FieldOwnerGuest)}
 	for range 2 {
 		kept, err := r.retireZoneClasses(ctx, appliers, []string{"standard-csi-old"})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -260,7 +260,7 @@ func TestApplyRecreatingLeavesClassesOfOthers(t *testing.T) {
 	}
 	guest := fake.NewClientBuilder().WithScheme(scheme).WithObjects(usersClass.DeepCopy(), usersBackup.DeepCopy()).Build()
 	r := &Reconciler{Guest: guest, GuestAPI: guest}
-	appliers := plan.Appliers{plan.Guest: apply.New(guest, names.FieldOwnerGuest)}
+	appliers := plan.Appliers{apply.ClusterGuest: apply.New(guest, names.FieldOwnerGuest)}
 	failed := r.applyRecreating(ctx, appliers, p)
 	g.Expect(failed).To(BeEmpty())
 
@@ -304,7 +304,7 @@ func TestApplyRecreatingCreatesClasses(t *testing.T) {
 	})
 	guest := fake.NewClientBuilder().WithScheme(scheme).Build()
 	r := &Reconciler{Guest: guest, GuestAPI: guest}
-	appliers := plan.Appliers{plan.Guest: apply.New(guest, names.FieldOwnerGuest)}
+	appliers := plan.Appliers{apply.ClusterGuest: apply.New(guest, names.FieldOwnerGuest)}
 	g.Expect(r.applyRecreating(ctx, appliers, desiredPlan(t, testConfig(false), s))).To(BeEmpty())
 
 	var sc storagev1.StorageClass

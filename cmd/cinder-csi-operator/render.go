@@ -21,6 +21,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane"
 	"github.com/cinder-csi-operator/cinder-csi-operator/guest"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
@@ -166,7 +167,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	}
 	g := guest.State{Driver: cp.Driver, SnapshotCRD: true}
 	for _, st := range cpPlan.Apply {
-		if cm, ok := st.Object.(*corev1.ConfigMap); ok && st.Cluster == plan.Guest && cm.Name == names.NodeCloudConf(cpCfg.HyperShift) {
+		if cm, ok := st.Object.(*corev1.ConfigMap); ok && st.Cluster == apply.ClusterGuest && cm.Name == names.NodeCloudConf(cpCfg.HyperShift) {
 			g.CloudConf = cm
 		}
 	}
@@ -181,12 +182,12 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 		mgmtTitle, guestTitle = "the cluster (controller side)", "the cluster (node copy of cloud-conf)"
 	}
 	return writeSections(stdout, scheme, []renderSection{
-		{"Applied by the controlplane manager to " + mgmtTitle, cpPlan.Apply, plan.Management, false},
-		{"Applied by the controlplane manager to " + guestTitle, cpPlan.Apply, plan.Guest, false},
-		{"Applied by the guest manager (the VolumeSnapshotClass only where its CRD exists)", guestPlan.Apply, plan.Guest, false},
-		{"Deleted by the controlplane manager from " + mgmtTitle, cpPlan.Delete, plan.Management, true},
-		{"Deleted by the controlplane manager from " + guestTitle, cpPlan.Delete, plan.Guest, true},
-		{"Deleted by the guest manager", guestPlan.Delete, plan.Guest, true},
+		{"Applied by the controlplane manager to " + mgmtTitle, cpPlan.Apply, apply.ClusterManagement, false},
+		{"Applied by the controlplane manager to " + guestTitle, cpPlan.Apply, apply.ClusterGuest, false},
+		{"Applied by the guest manager (the VolumeSnapshotClass only where its CRD exists)", guestPlan.Apply, apply.ClusterGuest, false},
+		{"Deleted by the controlplane manager from " + mgmtTitle, cpPlan.Delete, apply.ClusterManagement, true},
+		{"Deleted by the controlplane manager from " + guestTitle, cpPlan.Delete, apply.ClusterGuest, true},
+		{"Deleted by the guest manager", guestPlan.Delete, apply.ClusterGuest, true},
 	})
 }
 
@@ -215,7 +216,7 @@ func offlineDetection(enableTopology, explicit bool, computeZones, volumeZones s
 type renderSection struct {
 	title string
 	steps []plan.Step
-	c     plan.Cluster
+	c     apply.Cluster
 	// identities prints only each object's identity, for objects to delete.
 	identities bool
 }

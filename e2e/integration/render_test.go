@@ -21,7 +21,6 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 func TestRenderMatchesApplied(t *testing.T) {
@@ -61,7 +60,7 @@ func TestRenderMatchesApplied(t *testing.T) {
 	var mgmtObjs, guestCPObjs []client.Object
 	var nodeConf *corev1.ConfigMap
 	for _, st := range cpPlan.Apply {
-		if st.Cluster == plan.Management {
+		if st.Cluster == apply.ClusterManagement {
 			mgmtObjs = append(mgmtObjs, st.Object)
 			continue
 		}

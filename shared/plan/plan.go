@@ -21,20 +21,12 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
-// Cluster names the API server a step goes to.
-type Cluster string
-
-const (
-	// Management is the management cluster (in standalone mode, the one cluster).
-	Management Cluster = "management"
-	// Guest is the guest cluster (in standalone mode, the one cluster).
-	Guest Cluster = "guest"
-)
-
 // Step is one object of a plan: where it goes, which condition reports on it, and the object
 // (complete for an apply, only its kind, namespace and name for a delete).
 type Step struct {
-	Cluster Cluster
+	// Cluster is the API server the step goes to: apply.ClusterManagement or
+	// apply.ClusterGuest (in standalone mode both name the one cluster).
+	Cluster apply.Cluster
 	// Group names the set of steps one Degraded condition reports on; the steps of a group
 	// stop at the first error, other groups go on.
 	Group  string
@@ -47,7 +39,7 @@ func (s Step) String() string {
 }
 
 // Steps returns one step per object, all in the same cluster and group.
-func Steps(c Cluster, group string, objs ...client.Object) []Step {
+func Steps(c apply.Cluster, group string, objs ...client.Object) []Step {
 	out := make([]Step, 0, len(objs))
 	for _, o := range objs {
 		out = append(out, Step{Cluster: c, Group: group, Object: o})
@@ -100,7 +92,7 @@ func Harden(c *corev1.Container) {
 }
 
 // Appliers are the appliers of a manager, one per cluster it writes to.
-type Appliers map[Cluster]*apply.Applier
+type Appliers map[apply.Cluster]*apply.Applier
 
 // Apply applies the steps in order. The steps of a group stop at the group's first error; the
 // result maps every group that failed to its error.
@@ -160,7 +152,7 @@ func (a Appliers) Delete(ctx context.Context, log logr.Logger, steps []Step) err
 	return errors.Join(errs...)
 }
 
-func (a Appliers) applier(c Cluster) *apply.Applier {
+func (a Appliers) applier(c apply.Cluster) *apply.Applier {
 	ap, ok := a[c]
 	if !ok {
 		// A plan names only the clusters its manager was given appliers for.

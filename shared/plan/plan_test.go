@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -51,12 +52,12 @@ func TestStepsAndIdentities(t *testing.T) {
 	g := NewWithT(t)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}, Data: map[string]string{"k": "v"}}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}}
-	steps := Steps(Guest, "g", cm, sa)
+	steps := Steps(apply.ClusterGuest, "g", cm, sa)
 	g.Expect(steps).To(HaveLen(2))
-	g.Expect(steps[0]).To(Equal(Step{Cluster: Guest, Group: "g", Object: cm}))
+	g.Expect(steps[0]).To(Equal(Step{Cluster: apply.ClusterGuest, Group: "g", Object: cm}))
 	ids := Identities(steps)
 	g.Expect(ids[0].Object.(*corev1.ConfigMap).Data).To(BeNil())
-	g.Expect(ids[1].Cluster).To(Equal(Guest))
+	g.Expect(ids[1].Cluster).To(Equal(apply.ClusterGuest))
 	g.Expect(cm.Data).To(HaveKey("k"), "the plan's objects are left as they are")
 	g.Expect(Kind(sa)).To(Equal("ServiceAccount"), "without type meta, the Go type names the kind")
 }
@@ -88,18 +89,18 @@ func TestHold(t *testing.T) {
 	t.Run("When a step is in use, it should move from Delete to Held, the others keeping their order, and Waiting should say why", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		b := Base{Delete: Steps(Guest, "g", cm, sa, cm)}
+		b := Base{Delete: Steps(apply.ClusterGuest, "g", cm, sa, cm)}
 		b.Hold(isSA, "in use")
-		g.Expect(b.Delete).To(Equal(Steps(Guest, "g", cm, cm)))
-		g.Expect(b.Held).To(Equal(Steps(Guest, "g", sa)))
+		g.Expect(b.Delete).To(Equal(Steps(apply.ClusterGuest, "g", cm, cm)))
+		g.Expect(b.Held).To(Equal(Steps(apply.ClusterGuest, "g", sa)))
 		g.Expect(b.Waiting).To(Equal("in use"))
 	})
 	t.Run("When no step is in use, it should leave Delete whole and say nothing", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		b := Base{Delete: Steps(Guest, "g", cm)}
+		b := Base{Delete: Steps(apply.ClusterGuest, "g", cm)}
 		b.Hold(isSA, "in use")
-		g.Expect(b.Delete).To(Equal(Steps(Guest, "g", cm)))
+		g.Expect(b.Delete).To(Equal(Steps(apply.ClusterGuest, "g", cm)))
 		g.Expect(b.Held).To(BeEmpty())
 		g.Expect(b.Waiting).To(BeEmpty())
 	})
