@@ -21,8 +21,8 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 )
 
@@ -114,7 +114,7 @@ func desiredCloudConf(namespace, name, cloudConf string, enableTopology bool, ca
 		cm.Data[k] = v
 	}
 	cm.Annotations = map[string]string{names.DataHashAnnotation: confighash.Data(cm.Data, nil)}
-	plan.Managed(cm)
+	operand.Managed(cm)
 	return cm
 }
 
@@ -147,7 +147,7 @@ func desiredControllerObjects(d *manifests.Decoder, in controllerInputs) ([]clie
 	objs := []client.Object{ca, sa, svc, pdb, dep}
 	for _, o := range objs {
 		o.SetNamespace(in.Namespace)
-		plan.Managed(o)
+		operand.Managed(o)
 	}
 	return objs, nil
 }
@@ -171,8 +171,7 @@ func desiredController(d *manifests.Decoder, in controllerInputs) (*appsv1.Deplo
 		return nil, err
 	}
 	verbosity := "--v=" + strconv.Itoa(in.Verbosity)
-	for i := range pod.Containers {
-		c := &pod.Containers[i]
+	operand.EachContainer(pod, func(c *corev1.Container) {
 		switch {
 		case c.Name == manifests.ContainerDriver:
 			c.Args = append(c.Args, "--cluster="+in.ClusterID, "--with-topology="+strconv.FormatBool(in.Topology), verbosity)
@@ -191,8 +190,8 @@ func desiredController(d *manifests.Decoder, in controllerInputs) (*appsv1.Deplo
 		case c.Name == manifests.ContainerLivenessProbe:
 			c.Args = append(c.Args, verbosity)
 		}
-		plan.Harden(c)
-	}
+		operand.Harden(c)
+	})
 
 	tmpl := &dep.Spec.Template
 	for k, v := range in.PodLabels {
@@ -278,21 +277,13 @@ func setControllerImages(pod *corev1.PodSpec, img operandimages.Controller) erro
 		manifests.ContainerSnapshotter:   img.Snapshotter,
 		manifests.ContainerLivenessProbe: img.LivenessProbe,
 	}
-	for i := range pod.Containers {
-		c := &pod.Containers[i]
-		image, ok := byName[c.Name]
-		if manifests.IsKubeRBACProxy(c.Name) {
-			image, ok = img.KubeRBACProxy, true
+	return operand.SetImages(pod, func(container string) (string, bool) {
+		if manifests.IsKubeRBACProxy(container) {
+			return img.KubeRBACProxy, true
 		}
-		if !ok {
-			return fmt.Errorf("no image is known for container %s", c.Name)
-		}
-		if image == "" {
-			return fmt.Errorf("the image of container %s is not set", c.Name)
-		}
-		c.Image = image
-	}
-	return nil
+		image, ok := byName[container]
+		return image, ok
+	})
 }
 
 // adaptHyperShiftController applies the HyperShift control-plane pod rules: colocation with the
@@ -335,18 +326,17 @@ func adaptHyperShiftController(tmpl *corev1.PodTemplateSpec, in controllerInputs
 			DefaultMode: ptr.To[int32](0o644),
 		}},
 	})
-	for i := range pod.Containers {
-		c := &pod.Containers[i]
+	operand.EachContainer(pod, func(c *corev1.Container) {
 		c.Env = append(c.Env, proxyEnv(in.Proxy)...)
 		// With --pvc-annotations the driver runs an informer on the claims, which live in the
 		// guest: its in-cluster ServiceAccount would list the management cluster's instead.
 		guestClient := slices.Contains(csiSidecars, c.Name) || (in.PVCAnnotations && c.Name == manifests.ContainerDriver)
 		if !guestClient {
-			continue
+			return
 		}
 		c.Args = append(c.Args, "--kubeconfig="+guestKubeconfigDir+"/"+names.KeyKubeconfig)
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: guestKubeconfigVolume, MountPath: guestKubeconfigDir, ReadOnly: true})
-	}
+	})
 }
 
 // adaptStandaloneController applies the standalone rules: master nodes (unless the control plane
@@ -356,31 +346,20 @@ func adaptStandaloneController(tmpl *corev1.PodTemplateSpec, in controllerInputs
 	pod.PriorityClassName = standalonePriority
 	pod.Tolerations = slices.Clone(in.Tolerations)
 	pod.Affinity = &corev1.Affinity{PodAntiAffinity: controllerAntiAffinity()}
-	for i := range pod.Containers {
-		c := &pod.Containers[i]
-		if c.Name == manifests.ContainerDriver {
-			c.Env = append(c.Env, proxyEnv(in.Proxy)...)
-		}
-	}
+	operand.OnContainer(pod, manifests.ContainerDriver, func(c *corev1.Container) {
+		c.Env = append(c.Env, proxyEnv(in.Proxy)...)
+	})
 }
 
 // mountTrustedCA mounts the injected trusted CA bundle into the driver container, in place of
 // the image's system bundle (the injected one holds the system CAs too), in both modes, as
 // csi-operator does.
 func mountTrustedCA(pod *corev1.PodSpec) {
-	pod.Volumes = append(pod.Volumes, corev1.Volume{
-		Name: trustedCAVolume,
-		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: names.TrustedCABundleConfigMap},
-			Items:                []corev1.KeyToPath{{Key: names.KeyTrustedCA, Path: "tls-ca-bundle.pem"}},
-		}},
+	operand.MountConfigMapFile(pod, manifests.ContainerDriver, operand.ConfigMapFile{
+		Volume:    trustedCAVolume,
+		ConfigMap: names.TrustedCABundleConfigMap, Key: names.KeyTrustedCA,
+		Path: "tls-ca-bundle.pem", Dir: "/etc/pki/ca-trust/extracted/pem",
 	})
-	for i := range pod.Containers {
-		c := &pod.Containers[i]
-		if c.Name == manifests.ContainerDriver {
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: trustedCAVolume, MountPath: "/etc/pki/ca-trust/extracted/pem", ReadOnly: true})
-		}
-	}
 }
 
 // proxyEnv returns the cluster-wide proxy as the conventional environment variables, upper and

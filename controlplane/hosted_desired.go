@@ -10,6 +10,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
 )
 
 // What HyperShift reads of the objects next to a hosted control plane, and what it gives the
@@ -155,17 +156,9 @@ func adaptHostedPod(tmpl *corev1.PodTemplateSpec, in hostedInputs) {
 	if in.AdditionalTrustBundle == "" {
 		return
 	}
-	pod.Volumes = append(pod.Volumes, corev1.Volume{
-		Name: additionalTrustVolume,
-		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: in.AdditionalTrustBundle},
-			Items:                []corev1.KeyToPath{{Key: names.KeyTrustedCA, Path: additionalTrustFile}},
-		}},
+	operand.MountConfigMapFile(pod, manifests.ContainerDriver, operand.ConfigMapFile{
+		Volume:    additionalTrustVolume,
+		ConfigMap: in.AdditionalTrustBundle, Key: names.KeyTrustedCA,
+		Path: additionalTrustFile, Dir: additionalTrustDir,
 	})
-	for i := range pod.Containers {
-		c := &pod.Containers[i]
-		if c.Name == manifests.ContainerDriver {
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: additionalTrustVolume, MountPath: additionalTrustDir, ReadOnly: true})
-		}
-	}
 }

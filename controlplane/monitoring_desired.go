@@ -9,7 +9,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
 )
 
 // The prometheus-operator kinds; the scheme has no Go type for them.
@@ -55,7 +55,7 @@ func desiredMonitoring(d *manifests.Decoder, m Monitoring, namespace string) ([]
 			return nil, fmt.Errorf("computing the PrometheusRule: %w", err)
 		}
 		rule.SetNamespace(namespace)
-		plan.Managed(rule)
+		operand.Managed(rule)
 		out = append(out, rule)
 	}
 	return out, nil
@@ -87,6 +87,6 @@ func desiredServiceMonitor(d *manifests.Decoder, file, service, namespace string
 		return nil, err
 	}
 	sm.SetNamespace(namespace)
-	plan.Managed(sm)
+	operand.Managed(sm)
 	return sm, nil
 }

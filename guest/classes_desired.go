@@ -13,7 +13,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
 
@@ -195,7 +195,7 @@ func desiredBackupSnapshotClass(d *manifests.Decoder, zone, forceCreate string) 
 	if err != nil {
 		return nil, err
 	}
-	plan.Managed(vsc)
+	operand.Managed(vsc)
 	if vsc.Parameters == nil {
 		vsc.Parameters = map[string]string{}
 	}

@@ -1,12 +1,12 @@
 package guest
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,8 +14,8 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 // hashCloudConf names the node's cloud-conf hash annotation.
@@ -59,7 +59,7 @@ func desiredStaticObjects(d *manifests.Decoder, hyperShift, noAccessReviews bool
 			}
 		}
 	}
-	plan.Managed(objs...)
+	operand.Managed(objs...)
 	return objs, nil
 }
 
@@ -69,7 +69,7 @@ func desiredNode(d *manifests.Decoder, in nodeInputs) (*appsv1.DaemonSet, error)
 	if err != nil {
 		return nil, err
 	}
-	plan.Managed(ds)
+	operand.Managed(ds)
 	pod := &ds.Spec.Template.Spec
 	verbosity := "--v=" + strconv.Itoa(in.Verbosity)
 	byName := map[string]string{
@@ -77,21 +77,21 @@ func desiredNode(d *manifests.Decoder, in nodeInputs) (*appsv1.DaemonSet, error)
 		manifests.ContainerNodeDriverRegistrar: in.Images.NodeDriverRegistrar,
 		manifests.ContainerLivenessProbe:       in.Images.LivenessProbe,
 	}
-	for i := range pod.Containers {
-		c := &pod.Containers[i]
-		image := byName[c.Name]
-		if image == "" {
-			return nil, fmt.Errorf("the image of container %s is not set", c.Name)
-		}
-		c.Image = image
+	if err := operand.SetImages(pod, func(container string) (string, bool) {
+		image, ok := byName[container]
+		return image, ok
+	}); err != nil {
+		return nil, err
+	}
+	operand.EachContainer(pod, func(c *corev1.Container) {
 		if c.Name == manifests.ContainerDriver {
 			// The node must report topology exactly when the controller uses it
 			// (OCPBUGS-56128): both read the same decision from cloud-conf.
 			c.Args = append(c.Args, "--with-topology="+strconv.FormatBool(in.Topology))
 		}
 		c.Args = append(c.Args, verbosity)
-		plan.Harden(c)
-	}
+		operand.Harden(c)
+	})
 	for i := range pod.Volumes {
 		if v := &pod.Volumes[i]; v.ConfigMap != nil && v.ConfigMap.Name == names.CloudConfConfigMap {
 			v.ConfigMap.Name = in.CloudConfName
@@ -108,7 +108,7 @@ func desiredStorageClass(d *manifests.Decoder, isDefault string) (*storagev1.Sto
 	if err != nil {
 		return nil, err
 	}
-	plan.Managed(sc)
+	operand.Managed(sc)
 	if sc.Annotations == nil {
 		sc.Annotations = map[string]string{}
 	}
@@ -141,7 +141,7 @@ func desiredVolumeSnapshotClass(d *manifests.Decoder, forceCreate, isDefault str
 	if err != nil {
 		return nil, err
 	}
-	plan.Managed(vsc)
+	operand.Managed(vsc)
 	if vsc.Annotations == nil {
 		vsc.Annotations = map[string]string{}
 	}

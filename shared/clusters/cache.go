@@ -14,7 +14,7 @@ func ByName(name string) fields.Selector {
 	return fields.OneTermEqualSelector("metadata.name", name)
 }
 
-// ManagedSelector selects the objects the operator applies (plan.Managed labels them).
+// ManagedSelector selects the objects the operator applies (operand.Managed labels them).
 var ManagedSelector = labels.SelectorFromSet(labels.Set{names.ManagedByLabel: names.ManagedByValue})
 
 // Owned caches only the objects of a kind that the operator applies.

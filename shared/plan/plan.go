@@ -12,13 +12,10 @@ import (
 
 	"github.com/go-logr/logr"
 	operatorv1 "github.com/openshift/api/operator/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
 // Step is one object of a plan: where it goes, which condition reports on it, and the object
@@ -65,30 +62,6 @@ func Identity(obj client.Object) client.Object {
 	id.SetNamespace(obj.GetNamespace())
 	id.SetName(obj.GetName())
 	return id
-}
-
-// Managed adds the label every applied object carries.
-func Managed(objs ...client.Object) {
-	for _, o := range objs {
-		l := o.GetLabels()
-		if l == nil {
-			l = map[string]string{}
-		}
-		l[names.ManagedByLabel] = names.ManagedByValue
-		o.SetLabels(l)
-	}
-}
-
-// Harden applies the rules every operand container follows (and HyperShift's e2e checks on every
-// control-plane pod): images pulled only when missing, the log as the termination message on
-// error, a read-only root file system.
-func Harden(c *corev1.Container) {
-	c.ImagePullPolicy = corev1.PullIfNotPresent
-	c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
-	if c.SecurityContext == nil {
-		c.SecurityContext = &corev1.SecurityContext{}
-	}
-	c.SecurityContext.ReadOnlyRootFilesystem = ptr.To(true)
 }
 
 // Appliers are the appliers of a manager, one per cluster it writes to.

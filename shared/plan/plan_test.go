@@ -8,11 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
 func TestIdentity(t *testing.T) {
@@ -60,24 +57,6 @@ func TestStepsAndIdentities(t *testing.T) {
 	g.Expect(ids[1].Cluster).To(Equal(apply.ClusterGuest))
 	g.Expect(cm.Data).To(HaveKey("k"), "the plan's objects are left as they are")
 	g.Expect(Kind(sa)).To(Equal("ServiceAccount"), "without type meta, the Go type names the kind")
-}
-
-func TestManagedAndHarden(t *testing.T) {
-	t.Parallel()
-	g := NewWithT(t)
-	a := &corev1.ConfigMap{}
-	b := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"keep": "me"}}}
-	Managed(a, b)
-	g.Expect(a.Labels).To(Equal(map[string]string{names.ManagedByLabel: names.ManagedByValue}))
-	g.Expect(b.Labels).To(Equal(map[string]string{"keep": "me", names.ManagedByLabel: names.ManagedByValue}))
-	g.Expect(clusters.ManagedSelector.Matches(labels.Set(b.Labels))).To(BeTrue())
-
-	c := &corev1.Container{SecurityContext: &corev1.SecurityContext{RunAsNonRoot: new(bool)}}
-	Harden(c)
-	g.Expect(c.ImagePullPolicy).To(Equal(corev1.PullIfNotPresent))
-	g.Expect(c.TerminationMessagePolicy).To(Equal(corev1.TerminationMessageFallbackToLogsOnError))
-	g.Expect(*c.SecurityContext.ReadOnlyRootFilesystem).To(BeTrue())
-	g.Expect(c.SecurityContext.RunAsNonRoot).NotTo(BeNil(), "the manifest's own settings stay")
 }
 
 func TestHold(t *testing.T) {
