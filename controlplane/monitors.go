@@ -100,12 +100,10 @@ func (r *Reconciler) mayWrite(ctx context.Context, q *access.Question, resource 
 // from the API server at each reconcile that applies or deletes them, and not watched: an edit
 // of one is repaired at the next reconcile (any input's change, or the topology recheck), not at
 // once. Once allowed, the watch starts at the first reconcile after the question was asked again.
-func monitorsWatchable(ctx context.Context, q *access.Question, c client.Client, namespace string) (bool, error) {
-	ok, denied, err := q.Allowed(ctx, c, namespace, serviceMonitorGVK.Group, "servicemonitors", "list", "watch")
-	if denied {
-		ctrl.LoggerFrom(ctx).Info("ServiceMonitors may not be listed or watched: reading the operator's ServiceMonitors directly, without a watch", "namespace", namespace)
-	}
-	return ok, err
+func monitorsWatchable(ctx context.Context, q *access.Gate, c client.Client, namespace string) (bool, error) {
+	// The watch itself starts later, once the kind is served (Reconciler.monitors).
+	return q.Open(ctx, c, namespace, serviceMonitorGVK.Group, "servicemonitors", nil,
+		"ServiceMonitors may not be listed or watched: reading the operator's ServiceMonitors directly, without a watch", "namespace", namespace)
 }
 
 // monitorReader reads the monitoring kinds without a watch from the API server and everything

@@ -61,7 +61,7 @@ type Reconciler struct {
 	monitors clusters.LateWatch
 	// monitorAccess says whether ServiceMonitors may be watched at all (not under
 	// cluster-storage-operator's RBAC); when not, they are read directly and not watched.
-	monitorAccess access.Question
+	monitorAccess access.Gate
 	// monitoringAccess says which monitoring objects the operator may write (monitors.go).
 	monitoringAccess *monitoringAccess
 	// podsUnreadLogged is set once runningControllerPods has logged that it cannot list pods.
@@ -217,7 +217,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	// A denied watch of ServiceMonitors, or write of a monitoring object, is asked again on its
 	// interval: a grant changes no object this reconciler watches, so nothing else would bring
 	// it back to ask.
-	return ctrl.Result{RequeueAfter: access.Soonest(p.Topology.RecheckIn, r.monitorAccess.Recheck(), r.monitoringAccess.recheck())}, nil
+	return ctrl.Result{RequeueAfter: access.Soonest(p.Topology.RecheckIn, r.monitorAccess.Access.Recheck(), r.monitoringAccess.recheck())}, nil
 }
 
 // mgmtApplier applies to the controller namespace, comparing with that namespace's cache for

@@ -13,7 +13,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/metrics"
@@ -80,13 +79,12 @@ var volumeCache = cache.ByObject{Transform: volumeZoneOnly}
 // their informer, and records it in the volumes gauge after each. The informer is started by
 // watch, once the operator may list and watch PersistentVolumes.
 type volumeCounter struct {
-	// access remembers whether the operator may list and watch PersistentVolumes.
-	access access.Question
+	// gate starts the informer once the operator may list and watch PersistentVolumes.
+	gate access.Gate
 	// set records the counts (metrics.SetVolumes).
 	set func(map[string]int)
 
-	mu      sync.Mutex
-	started bool
+	mu sync.Mutex
 	// zoneOf is the zone of each of the driver's volumes, by name; count the volumes by zone,
 	// only zones that have some.
 	zoneOf map[string]string
@@ -101,38 +99,22 @@ func newVolumeCounter() *volumeCounter {
 // already. Where the operator may not list and watch PersistentVolumes it says so once and
 // returns when to ask again; the gauge then has no series.
 func (v *volumeCounter) watch(ctx context.Context, guest client.Client, c cache.Cache) (recheck time.Duration, err error) {
-	v.mu.Lock()
-	started := v.started
-	v.mu.Unlock()
-	if started {
-		return 0, nil
-	}
-	may, denied, err := v.access.Allowed(ctx, guest, "", "", "persistentvolumes", "list", "watch")
-	if err != nil {
+	may, err := v.gate.Open(ctx, guest, "", "", "persistentvolumes", func() error {
+		// The informer starts at once on the started cache; the reconcile does not wait for
+		// its first listing, whose events count the volumes as they come.
+		inf, err := c.GetInformer(ctx, &corev1.PersistentVolume{}, cache.BlockUntilSynced(false))
+		if err != nil {
+			return fmt.Errorf("watching PersistentVolumes: %w", err)
+		}
+		if _, err := inf.AddEventHandler(v); err != nil {
+			return fmt.Errorf("counting PersistentVolumes: %w", err)
+		}
+		return nil
+	}, "PersistentVolumes may not be listed and watched: the volumes gauge stays empty")
+	if err != nil || may {
 		return 0, err
 	}
-	if denied {
-		logf.FromContext(ctx).Info("PersistentVolumes may not be listed and watched: the volumes gauge stays empty")
-	}
-	if !may {
-		return v.access.Recheck(), nil
-	}
-	// The informer starts at once on the started cache; the reconcile does not wait for its
-	// first listing, whose events count the volumes as they come.
-	inf, err := c.GetInformer(ctx, &corev1.PersistentVolume{}, cache.BlockUntilSynced(false))
-	if err != nil {
-		return 0, fmt.Errorf("watching PersistentVolumes: %w", err)
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.started {
-		return 0, nil
-	}
-	if _, err := inf.AddEventHandler(v); err != nil {
-		return 0, fmt.Errorf("counting PersistentVolumes: %w", err)
-	}
-	v.started = true
-	return 0, nil
+	return v.gate.Access.Recheck(), nil
 }
 
 // OnAdd, OnUpdate and OnDelete make volumeCounter the informer's event handler.

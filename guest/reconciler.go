@@ -54,10 +54,9 @@ type Reconciler struct {
 	// accessReviews remembers, standalone, whether the operator may create
 	// SubjectAccessReviews, asked again after an interval while not (see State.NoAccessReviews).
 	accessReviews access.Question
-	// nodes is the node watch, started when the zone warning first needs it; nodeAccess
-	// remembers whether the operator may list and watch nodes, likewise.
-	nodes      nodeWatch
-	nodeAccess access.Question
+	// nodes is the node watch, started when the zone warning first needs the nodes (a guest
+	// without topology never lists them), once the operator may list and watch them.
+	nodes access.Gate
 	// claims is the claim watch, run only while a per-zone class is to be retired.
 	claims claimWatch
 	now    func() time.Time
@@ -178,7 +177,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	// A grant of what was denied changes nothing this manager watches: come back when the
 	// denial is due to be asked again, so that the grant is taken up without a restart. Only
 	// while something is denied; an allowed answer costs nothing at rest.
-	return ctrl.Result{RequeueAfter: access.Soonest(r.accessReviews.Recheck(), r.nodeAccess.Recheck(), r.claims.access.Recheck())}, nil
+	return ctrl.Result{RequeueAfter: access.Soonest(r.accessReviews.Recheck(), r.nodes.Access.Recheck(), r.claims.gate.Access.Recheck())}, nil
 }
 
 // readState reads what the guest manager decides from; a missing object is not an error.

@@ -76,13 +76,6 @@ var nodeZoneChanged = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
-// nodeWatch starts the node watch once, when the zone warning first needs the nodes: a guest
-// without topology never lists them.
-type nodeWatch struct {
-	mu      sync.Mutex
-	started bool
-}
-
 // readNodeZones returns the nodes of each compute zone when the zone warning needs them (see
 // watchesNodes), else nil. Under RBAC that does not let the operator watch nodes (it asks once,
 // and says so once), the node check is left out.
@@ -90,25 +83,15 @@ func (r *Reconciler) readNodeZones(ctx context.Context, f features) (map[string]
 	if !watchesNodes(f) {
 		return nil, nil
 	}
-	may, denied, err := r.nodeAccess.Allowed(ctx, r.Guest, "", "", "nodes", "list", "watch")
-	if err != nil {
+	may, err := r.nodes.Open(ctx, r.Guest, "", "", "nodes", func() error {
+		if err := r.controller.Watch(clusters.Watch(r.cache, nodeMetadata(), nodeZoneChanged)); err != nil {
+			return fmt.Errorf("watching nodes: %w", err)
+		}
+		return nil
+	}, "Nodes may not be listed and watched: the zone warning leaves out nodes outside the volume zones")
+	if !may || err != nil {
 		return nil, err
 	}
-	if denied {
-		ctrl.LoggerFrom(ctx).Info("Nodes may not be listed and watched: the zone warning leaves out nodes outside the volume zones")
-	}
-	if !may {
-		return nil, nil
-	}
-	r.nodes.mu.Lock()
-	if !r.nodes.started {
-		if err := r.controller.Watch(clusters.Watch(r.cache, nodeMetadata(), nodeZoneChanged)); err != nil {
-			r.nodes.mu.Unlock()
-			return nil, fmt.Errorf("watching nodes: %w", err)
-		}
-		r.nodes.started = true
-	}
-	r.nodes.mu.Unlock()
 	list := nodeMetadataList()
 	if err := apply.List(ctx, r.Guest, r.errCluster(), list); err != nil {
 		return nil, err
@@ -178,13 +161,11 @@ var claimCache = cache.ByObject{Namespaces: map[string]cache.Config{}, Transform
 // is removed again at the first reconcile under managementState Managed that has nothing to
 // retire, so that a guest without a kept class holds no claim in memory.
 type claimWatch struct {
-	// access remembers whether the operator may list and watch claims in every namespace.
-	access access.Question
+	// gate starts the watch once the operator may list and watch claims in every namespace.
+	gate access.Gate
 
-	// mu guards started; classesMu guards classes, which the watch's predicate reads from the
-	// informer's goroutine (a lock of its own, so that no event waits for a watch's start).
-	mu        sync.Mutex
-	started   bool
+	// classesMu guards classes, which the watch's predicate reads from the informer's
+	// goroutine (a lock of its own, so that no event waits for a watch's start).
 	classesMu sync.Mutex
 	classes   map[string]bool
 }
@@ -231,13 +212,8 @@ func (w *claimWatch) changed() predicate.Predicate {
 	}
 }
 
-// start makes the cache index and watch claims, unless they already are.
+// start makes the cache index and watch claims (once, through gate).
 func (w *claimWatch) start(ctx context.Context, c cache.Cache, ctl controller.Controller) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started {
-		return nil
-	}
 	// IndexField creates the informer, which a started cache starts at once; the index is
 	// added to it before anything reads it.
 	if err := c.IndexField(ctx, &corev1.PersistentVolumeClaim{}, claimClassIndex, claimClassKeys); err != nil {
@@ -251,23 +227,18 @@ func (w *claimWatch) start(ctx context.Context, c cache.Cache, ctl controller.Co
 		}
 		return fmt.Errorf("watching claims: %w", err)
 	}
-	w.started = true
 	return nil
 }
 
 // stop removes the claim informer, if it runs; the controller's watch of it then receives
 // nothing more.
 func (w *claimWatch) stop(ctx context.Context, c cache.Cache) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.started {
+	return w.gate.Close(func() error {
+		if err := c.RemoveInformer(ctx, &corev1.PersistentVolumeClaim{}); err != nil {
+			return fmt.Errorf("stopping the claim watch: %w", err)
+		}
 		return nil
-	}
-	if err := c.RemoveInformer(ctx, &corev1.PersistentVolumeClaim{}); err != nil {
-		return fmt.Errorf("stopping the claim watch: %w", err)
-	}
-	w.started = false
-	return nil
+	})
 }
 
 // retireZoneClasses deletes each of the named per-zone classes that no claim uses (see
@@ -281,12 +252,11 @@ func (r *Reconciler) retireZoneClasses(ctx context.Context, appliers plan.Applie
 		return nil, r.claims.stop(ctx, r.cache)
 	}
 	log := ctrl.LoggerFrom(ctx)
-	may, denied, err := r.claims.access.Allowed(ctx, r.Guest, "", "", "persistentvolumeclaims", "list", "watch")
+	may, err := r.claims.gate.Open(ctx, r.Guest, "", "", "persistentvolumeclaims", func() error {
+		return r.claims.start(ctx, r.cache, r.controller)
+	}, "Claims may not be listed and watched in every namespace: per-zone StorageClasses no longer asked for are kept", "storageClasses", classes)
 	if err != nil {
 		return nil, err
-	}
-	if denied {
-		log.Info("Claims may not be listed and watched in every namespace: per-zone StorageClasses no longer asked for are kept", "storageClasses", classes)
 	}
 	if !may {
 		kept := map[string]int{}
@@ -294,9 +264,6 @@ func (r *Reconciler) retireZoneClasses(ctx context.Context, appliers plan.Applie
 			kept[name] = claimsUnknown
 		}
 		return kept, nil
-	}
-	if err := r.claims.start(ctx, r.cache, r.controller); err != nil {
-		return nil, err
 	}
 	inUse := map[string]int{}
 	for _, name := range classes {

@@ -228,7 +228,7 @@ func TestRetireZoneClassesDenied(t *testing.T) {
 	}
 	g.Expect(reviews).To(Equal(1), "a denial is asked again only after an interval")
 	g.Expect(ctl.watches).To(BeZero())
-	g.Expect(r.claims.access.Recheck()).To(BeNumerically(">", 0), "the reconciler comes back to ask again")
+	g.Expect(r.claims.gate.Access.Recheck()).To(BeNumerically(">", 0), "the reconciler comes back to ask again")
 }
 
 // TestApplyRecreatingLeavesClassesOfOthers runs a plan computed while the classes under the
