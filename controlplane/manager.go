@@ -82,6 +82,8 @@ type Config struct {
 	RunAsUser *int64
 }
 
+// defaults gives every duration left zero its default: the flags of the subcommands set them,
+// start (csi-operator's command line) and the tests leave them.
 func (c *Config) defaults() {
 	if c.TopologyRecheckInterval <= 0 {
 		c.TopologyRecheckInterval = DefaultTopologyRecheckInterval

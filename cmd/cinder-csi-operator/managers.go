@@ -120,15 +120,6 @@ func bindTopologyFlags(fs *flag.FlagSet, cfg *controlplane.Config) {
 		"Time limit of one topology detection against OpenStack.")
 }
 
-// defaultTopologyConfig is a controlplane.Config with the topology flags' defaults, for start,
-// which has no such flags.
-func defaultTopologyConfig() controlplane.Config {
-	return controlplane.Config{
-		TopologyRecheckInterval: controlplane.DefaultTopologyRecheckInterval,
-		OpenStackTimeout:        controlplane.DefaultOpenStackTimeout,
-	}
-}
-
 // What HyperShift's control-plane operator sets in the environment of a control-plane component
 // besides the proxy and the images.
 const (

@@ -69,7 +69,8 @@ func runStart(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	o := operator.Options{Managers: operator.Standalone, ControlPlane: defaultTopologyConfig()}
+	// start has no topology flags: controlplane.Setup gives the zero durations their defaults.
+	o := operator.Options{Managers: operator.Standalone}
 	if s.hyperShift {
 		o.Managers = operator.HostedCluster
 	}
