@@ -159,6 +159,16 @@ func (in detectionInputs) key() string {
 	}, nil)
 }
 
+// detectionFor returns what the zone listings said so far for the listing res asks for (see
+// resolution.listing), or nothing when its plan uses none.
+func (r *Reconciler) detectionFor(ctx context.Context, res *resolution) Detection {
+	in, ok := res.listing()
+	if !ok {
+		return Detection{}
+	}
+	return r.detection(ctx, in)
+}
+
 // detection returns what the zone listings said for in so far, starting a listing in the
 // background when one is due: when the credentials changed, when the recheck interval passed
 // since the last success, or a shorter retry (retryDelay) since the last failure. It waits only

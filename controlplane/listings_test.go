@@ -184,17 +184,18 @@ func withLastKnown(in decideInputs, v bool) decideInputs {
 	return in
 }
 
-// decide is the reconciler's path from its inputs to a topology decision: a listing unless the
-// user overrides, then chooseTopology. A listing it starts runs to its end before the decision is
+// decide takes the reconcile's steps from a resolution of in, with the user's override, to a
+// topology decision: detectionFor (a listing unless the override makes none needed), then
+// chooseTopology, as desired does. A listing it starts runs to its end before the decision is
 // taken, as the reconcile its end causes would take it.
 func (r *Reconciler) decide(ctx context.Context, override *bool, in decideInputs) topologyDecision {
-	var det Detection
-	if override == nil {
-		r.detection(ctx, in.detectionInputs)
-		r.topology.waitIdle()
-		det = r.detection(ctx, in.detectionInputs)
-	}
-	return chooseTopology(override, det, in.lastKnown)
+	res := &resolution{cfg: &config{
+		CloudsYAML: in.CloudsYAML, CloudName: in.CloudName, CABundle: string(in.CAPEM), Proxy: in.Proxy,
+		Override: override, LastTopology: in.lastKnown, Features: features{BackupClass: in.Backup},
+	}}
+	r.detectionFor(ctx, res)
+	r.topology.waitIdle()
+	return chooseTopology(override, r.detectionFor(ctx, res), in.lastKnown)
 }
 
 // waitIdle waits for the listing in progress, if any, to end.

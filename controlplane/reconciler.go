@@ -150,9 +150,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		s.ControllerPods = r.runningControllerPods(ctx)
 	}
 	res := resolveState(r.Config, s)
-	if listing, ok := res.listing(); ok {
-		s.Detection = r.detection(ctx, listing)
-	}
+	s.Detection = r.detectionFor(ctx, res)
 	p, err := desired(r.Decoder, r.Config, s, res)
 	if err != nil {
 		return ctrl.Result{}, err
