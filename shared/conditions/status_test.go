@@ -126,9 +126,16 @@ func TestRecordTransitions(t *testing.T) {
 			g.Expect(got).To(Equal(tt.want))
 		})
 	}
-	t.Run("When there is no recorder, it should do nothing", func(t *testing.T) {
+	t.Run("When there is no recorder, it should neither panic nor change the driver", func(t *testing.T) {
 		t.Parallel()
-		RecordTransitions(nil, &operatorv1.ClusterCSIDriver{}, []operatorv1.OperatorCondition{cond(degraded, operatorv1.ConditionTrue, now, "R", "M")})
+		g := NewWithT(t)
+		driver := &operatorv1.ClusterCSIDriver{}
+		driver.Status.Conditions = []operatorv1.OperatorCondition{cond(degraded, operatorv1.ConditionFalse, earlier, "R", "")}
+		before := driver.DeepCopy()
+		g.Expect(func() {
+			RecordTransitions(nil, driver, []operatorv1.OperatorCondition{cond(degraded, operatorv1.ConditionTrue, now, "R", "M")})
+		}).NotTo(Panic())
+		g.Expect(driver).To(Equal(before))
 	})
 }
 

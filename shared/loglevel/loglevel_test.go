@@ -3,7 +3,6 @@ package loglevel
 import (
 	"testing"
 
-	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
 	operatorv1 "github.com/openshift/api/operator/v1"
@@ -123,9 +122,13 @@ func TestLive_Follow(t *testing.T) {
 		})
 	}
 
-	t.Run("When there is no live level, it should do nothing", func(t *testing.T) {
+	t.Run("When there is no live level, it should neither panic nor log", func(t *testing.T) {
 		t.Parallel()
+		g := NewWithT(t)
+		var logs int
+		log := funcr.New(func(string, string) { logs++ }, funcr.Options{})
 		var l *Live
-		l.Follow(logr.Discard(), operatorv1.Trace)
+		g.Expect(func() { l.Follow(log, operatorv1.Trace) }).NotTo(Panic())
+		g.Expect(logs).To(BeZero())
 	})
 }
