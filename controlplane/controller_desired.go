@@ -118,8 +118,8 @@ func desiredCloudConf(namespace, name, cloudConf string, enableTopology bool, ca
 	return cm
 }
 
-// desiredControllerObjects returns the ServiceAccount, metrics Service, PodDisruptionBudget and
-// Deployment, in apply order.
+// desiredControllerObjects returns the trusted CA bundle ConfigMap, ServiceAccount, metrics
+// Service, PodDisruptionBudget and Deployment, in apply order.
 func desiredControllerObjects(d *manifests.Decoder, in controllerInputs) ([]client.Object, error) {
 	sa, err := manifests.Object[*corev1.ServiceAccount](d, "controller_sa.yaml")
 	if err != nil {

@@ -2,8 +2,9 @@
 // mode, the controller half of the operator). It owns the CSI controller Deployment, its
 // ServiceAccount, PodDisruptionBudget and metrics Service, and both copies of the cloud-conf
 // ConfigMap; it decides topology from the OpenStack availability zones; it writes its own
-// ClusterCSIDriver conditions in the guest. In standalone mode it also owns the trusted CA bundle
-// ConfigMap and, when the monitoring stack serves the kind, the controller's ServiceMonitor.
+// ClusterCSIDriver conditions in the guest. In both modes it also owns the trusted CA bundle
+// ConfigMap and, where the monitoring stack serves the kinds and the operator may write them,
+// the ServiceMonitors of the controller and of the operator and the operator's PrometheusRule.
 package controlplane
 
 import (

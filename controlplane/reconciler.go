@@ -243,7 +243,7 @@ func (r *Reconciler) mgmtApplier(ctx context.Context, m Monitoring) (*apply.Appl
 
 func (r *Reconciler) fieldOwner() string { return names.FieldOwnerControlPlane }
 
-// cluster names c in errors on HyperShift; a standalone install has one cluster.
+// errCluster names c in errors on HyperShift; a standalone install has one cluster.
 func (r *Reconciler) errCluster(c apply.Cluster) apply.Cluster {
 	return apply.ClusterFor(r.Config.HyperShift, c)
 }

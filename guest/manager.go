@@ -1,7 +1,9 @@
 // Package guest is the guest-side manager of a hosted cluster (or, in standalone mode, the node
 // half of the operator). It owns the node plugin DaemonSet and its ServiceAccount and RBAC, the
-// CSIDriver, the default StorageClass and the VolumeSnapshotClass, and writes its own
-// ClusterCSIDriver conditions and status.observedGeneration.
+// CSIDriver, the default StorageClass and the VolumeSnapshotClass, and, as the node copy of
+// cloud-conf asks, one StorageClass per volume zone and the backup VolumeSnapshotClass. It
+// writes its own ClusterCSIDriver conditions, ZoneWarning among them (nodes no volume zone
+// serves, classes kept for their claims, names taken), and status.observedGeneration.
 package guest
 
 import (

@@ -275,7 +275,7 @@ func (r *Reconciler) applier() *apply.Applier {
 	return apply.New(r.Guest, names.FieldOwnerGuest).On(r.errCluster()).WithUpdateFallback(r.fallback)
 }
 
-// cluster names the guest in errors on HyperShift; a standalone install has one cluster.
+// errCluster names the guest in errors on HyperShift; a standalone install has one cluster.
 func (r *Reconciler) errCluster() apply.Cluster {
 	return apply.ClusterFor(r.Config.HyperShift, apply.ClusterGuest)
 }

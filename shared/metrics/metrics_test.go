@@ -62,11 +62,6 @@ cinder_csi_operator_stuck_volume_attachments{phase="detaching"} 1
 	})
 }
 
-// BenchmarkSeriesMemory reports the heap that every series the operator's own metrics can
-// hold costs once all exist: each OpenStack call's outcomes (success and five failures, each
-// service's operations), every condition type, the attachments, zones, topology and listing.
-// It is an upper bound of what the metrics add to the operator's memory at rest, which
-// holds only the series of the calls it made.
 func TestSetVolumes(t *testing.T) {
 	g := NewWithT(t)
 	SetVolumes(map[string]int{"az-1": 2, "az-2": 1, "": 1})
@@ -88,6 +83,11 @@ cinder_csi_operator_volumes{zone="az-2"} 0
 	g.Expect(testutil.ToFloat64(volumes.WithLabelValues(fmt.Sprintf("zone-%03d", 3*MaxVolumeZones-1)))).To(Equal(1.0))
 }
 
+// BenchmarkSeriesMemory reports the heap that every series the operator's own metrics can
+// hold costs once all exist: each OpenStack call's outcomes (success and five failures, each
+// service's operations), every condition type, the attachments, zones, topology and listing.
+// It is an upper bound of what the metrics add to the operator's memory at rest, which
+// holds only the series of the calls it made.
 func BenchmarkSeriesMemory(b *testing.B) {
 	calls := map[string][]string{"identity": {"authenticate"}, "compute": {"list_availability_zones"},
 		"volume": {"list_availability_zones", "list_services", "get_volume"}}

@@ -73,7 +73,7 @@ func TestIANACipherSuites(t *testing.T) {
 	}
 }
 
-// TestOldProfileConverts checks that every cipher of every predefined profile is either known
+// TestPredefinedProfilesConvert checks that every cipher of every predefined profile is either known
 // to the OpenSSL table or dropped on purpose: a new openshift/api profile cipher the table does
 // not know shows up here.
 func TestPredefinedProfilesConvert(t *testing.T) {
