@@ -1,10 +1,8 @@
 package apply
 
 import (
-	"context"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,31 +27,6 @@ const (
 	// OpWriteStatus is a server-side apply through the status subresource.
 	OpWriteStatus Op = "write status"
 )
-
-// Cluster names the cluster whose API server a request went to. On HyperShift the guest's
-// administrator can act on the guest cluster only, so a condition message must say which one
-// failed.
-type Cluster string
-
-const (
-	// ClusterUnnamed is the one cluster of a standalone install, where telling "management"
-	// from "guest" would only confuse.
-	ClusterUnnamed Cluster = ""
-	// ClusterManagement is the HyperShift management cluster (the hosted control plane
-	// namespace).
-	ClusterManagement Cluster = "management"
-	// ClusterGuest is the HyperShift guest (hosted) cluster.
-	ClusterGuest Cluster = "guest"
-)
-
-// ClusterFor returns c on HyperShift and ClusterUnnamed in a standalone install, where the
-// management and guest clients talk to the same cluster.
-func ClusterFor(hyperShift bool, c Cluster) Cluster {
-	if hyperShift {
-		return c
-	}
-	return ClusterUnnamed
-}
 
 // ObjectError is a failed request about one object: what was done (Op), on which cluster, to
 // which kind in which namespace. The applier returns it for every failed read, apply, adoption
@@ -121,35 +94,6 @@ func (o Op) gerund() string {
 	return string(o)
 }
 
-// Get reads key into obj through c and, when that fails, returns the error as an *ObjectError
-// (OpRead) on cluster. A missing object is an error too, which apierrors.IsNotFound still
-// recognises; callers that treat it as absence test for it as they would without this wrapper.
-func Get(ctx context.Context, c client.Client, cluster Cluster, key client.ObjectKey, obj client.Object) error {
-	err := c.Get(ctx, key, obj)
-	if err == nil {
-		return nil
-	}
-	oe := newObjectError(c, OpRead, cluster, obj, err)
-	oe.Namespace, oe.Name = key.Namespace, key.Name
-	return oe
-}
-
-// List lists into list through c and, when that fails, returns the error as an *ObjectError
-// (OpRead) on cluster that names the items' kind and the namespace the options select.
-func List(ctx context.Context, c client.Client, cluster Cluster, list client.ObjectList, opts ...client.ListOption) error {
-	err := c.List(ctx, list, opts...)
-	if err == nil {
-		return nil
-	}
-	oe := newObjectError(c, OpRead, cluster, list, err)
-	oe.GVK.Kind = strings.TrimSuffix(oe.GVK.Kind, "List")
-	oe.Resource = resourceFor(c, oe.GVK)
-	lo := &client.ListOptions{}
-	lo.ApplyOptions(opts)
-	oe.Namespace = lo.Namespace
-	return oe
-}
-
 // newObjectError returns an ObjectError about obj, its kind found in c's scheme or, when the Go
 // type is not registered there, taken from what obj says about itself.
 func newObjectError(c client.Client, op Op, cluster Cluster, obj runtime.Object, err error) *ObjectError {
@@ -181,16 +125,4 @@ func resourceFor(c client.Client, gvk schema.GroupVersionKind) string {
 		return ""
 	}
 	return mapping.Resource.Resource
-}
-
-// GetOptional reads an object that may not exist: found is false, and the error nil, when it
-// does not. Any other failure is an *ObjectError naming the cluster.
-func GetOptional(ctx context.Context, c client.Client, cluster Cluster, key client.ObjectKey, obj client.Object) (found bool, err error) {
-	if err := Get(ctx, c, cluster, key, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, err
-	}
-	return true, nil
 }
