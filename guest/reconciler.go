@@ -15,6 +15,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -243,6 +244,53 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 	}
 	s.StorageClasses = scs.Items
 	return s, nil
+}
+
+// applyRecreating deletes the objects of p.Recreate, then writes p.Apply: the objects of p.Create
+// with a create, which leaves an object of the name that exists by then (see Plan.Create); the
+// other recreated objects with an applier that reads the API server (the cache still holds them
+// for a moment after their deletion); the rest as usual. It returns the failed groups, as
+// plan.Appliers.Apply does.
+func (r *Reconciler) applyRecreating(ctx context.Context, appliers plan.Appliers, p *Plan) map[string]error {
+	log := ctrl.LoggerFrom(ctx)
+	failed := map[string]error{}
+	recreated := map[string]bool{}
+	for _, st := range p.Recreate {
+		recreated[st.String()] = true
+		log.Info("Recreating, since a field that cannot change differs", "kind", plan.Kind(st.Object), "object", klog.KObj(st.Object))
+	}
+	if len(p.Recreate) > 0 {
+		if err := appliers.Delete(ctx, log, p.Recreate); err != nil {
+			failed[groupClasses] = err
+		}
+	}
+	created := map[string]bool{}
+	for _, st := range p.Create {
+		created[st.String()] = true
+	}
+	var cached, fresh, create []plan.Step
+	for _, st := range p.Apply {
+		switch {
+		case created[st.String()]:
+			create = append(create, st)
+		case recreated[st.String()]:
+			fresh = append(fresh, st)
+		default:
+			cached = append(cached, st)
+		}
+	}
+	uncached := r.applier()
+	uncached.Reader = r.GuestAPI
+	for _, res := range []map[string]error{
+		appliers.Apply(ctx, log, cached),
+		plan.Appliers{apply.ClusterGuest: uncached}.Apply(ctx, log, fresh),
+		appliers.Create(ctx, log, create),
+	} {
+		for g, err := range res {
+			failed[g] = errors.Join(failed[g], err)
+		}
+	}
+	return failed
 }
 
 // canReviewAccess reports whether the operator may create SubjectAccessReviews, asking the API
