@@ -44,9 +44,10 @@ func retryDelay(failures int, interval time.Duration) time.Duration {
 	return min(d, limit)
 }
 
-// topologyCache remembers the last detection so that reconciles triggered by Kubernetes events do
-// not call OpenStack each time: zones are listed again only when the credentials change or the
-// recheck interval has passed. It is per reconciler, never a package global.
+// listingCache remembers the last listing of the zones (the topology detection) and of the
+// backup services, and keeps the OpenStack client they were made with, so that reconciles
+// triggered by Kubernetes events do not call OpenStack each time: they are listed again only
+// when the credentials change or the recheck interval has passed. It is per reconciler, never a package global.
 //
 // Listing runs beside the reconcile, never inside it: a reconcile that finds a listing due starts
 // one in the background and goes on with what the cache knows, so a credential rotation reaches
@@ -55,7 +56,7 @@ func retryDelay(failures int, interval time.Duration) time.Duration {
 // first decision of an install, with no decision in force yet, is waited for, up to
 // Config.FirstTopologyWait: so that a healthy cloud gets a fresh install rolled out once, with
 // the right topology, and a hung one delays it by that bound at most.
-type topologyCache struct {
+type listingCache struct {
 	mu      sync.Mutex
 	key     string
 	checked time.Time
@@ -99,14 +100,14 @@ type zoneListing struct {
 	cancel context.CancelFunc
 }
 
-func newTopologyCache() *topologyCache {
+func newListingCache() *listingCache {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &topologyCache{events: make(chan event.GenericEvent, 1), ctx: ctx, cancel: cancel}
+	return &listingCache{events: make(chan event.GenericEvent, 1), ctx: ctx, cancel: cancel}
 }
 
 // Start implements manager.Runnable: it only waits for the manager to stop, then ends the
 // listings in progress and waits for them.
-func (c *topologyCache) Start(ctx context.Context) error {
+func (c *listingCache) Start(ctx context.Context) error {
 	<-ctx.Done()
 	c.cancel()
 	c.wg.Wait()
@@ -114,7 +115,7 @@ func (c *topologyCache) Start(ctx context.Context) error {
 }
 
 // keptClient returns the client kept for inputs of key, nil when there is none.
-func (c *topologyCache) keptClient(key string) openstack.Lister {
+func (c *listingCache) keptClient(key string) openstack.Lister {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.clientKey != key {
@@ -172,9 +173,9 @@ func (r *Reconciler) detectionFor(ctx context.Context, res *resolution) Detectio
 // detection returns what the zone listings said for in so far, starting a listing in the
 // background when one is due: when the credentials changed, when the recheck interval passed
 // since the last success, or a shorter retry (retryDelay) since the last failure. It waits only
-// for the first decision of an install (see topologyCache).
+// for the first decision of an install (see listingCache).
 func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detection {
-	c := r.topology
+	c := r.listings
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
@@ -228,7 +229,7 @@ func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detectio
 // startListing lists the zones for in in the background, ending a listing for other inputs that
 // is still running: its answer would be for credentials no longer in use. c.mu is held.
 func (r *Reconciler) startListing(ctx context.Context, in detectionInputs, key string) {
-	c := r.topology
+	c := r.listings
 	if c.running != nil {
 		if c.running.key == key {
 			return
@@ -279,7 +280,7 @@ func (r *Reconciler) startListing(ctx context.Context, in detectionInputs, key s
 }
 
 // nudge makes the controller reconcile; one pending nudge is enough.
-func (c *topologyCache) nudge() {
+func (c *listingCache) nudge() {
 	select {
 	case c.events <- event.GenericEvent{Object: &operatorv1.ClusterCSIDriver{ObjectMeta: metav1.ObjectMeta{Name: names.ClusterCSIDriverName}}}:
 	default:
@@ -328,7 +329,7 @@ func (b BackupDetection) after(prev BackupDetection) BackupDetection {
 func (r *Reconciler) detect(ctx context.Context, in detectionInputs, key string) (listingResult, openstack.Lister) {
 	ctx, cancel := context.WithTimeout(ctx, r.Config.OpenStackTimeout)
 	defer cancel()
-	lister := r.topology.keptClient(key)
+	lister := r.listings.keptClient(key)
 	if lister == nil {
 		made, res := r.newClient(ctx, in)
 		if made == nil {

@@ -158,7 +158,7 @@ func (c *fakeClock) reconciler(f *fakeOpenStack, interval time.Duration) *Reconc
 			OpenStackTimeout:        5 * time.Second,
 			NewLister:               f.newLister,
 		},
-		topology: newTopologyCache(),
+		listings: newListingCache(),
 		now:      c.now,
 	}
 }
@@ -194,12 +194,12 @@ func (r *Reconciler) decide(ctx context.Context, override *bool, in decideInputs
 		Override: override, LastTopology: in.lastKnown, Features: features{BackupClass: in.Backup},
 	}}
 	r.detectionFor(ctx, res)
-	r.topology.waitIdle()
+	r.listings.waitIdle()
 	return chooseTopology(override, r.detectionFor(ctx, res), in.lastKnown)
 }
 
 // waitIdle waits for the listing in progress, if any, to end.
-func (c *topologyCache) waitIdle() {
+func (c *listingCache) waitIdle() {
 	c.mu.Lock()
 	l := c.running
 	c.mu.Unlock()
@@ -525,7 +525,7 @@ func TestDetectionBackupServices(t *testing.T) {
 	// listOnce lists with in and returns what the reconcile after the listing sees.
 	listOnce := func(r *Reconciler, in detectionInputs) Detection {
 		r.detection(context.Background(), in)
-		r.topology.waitIdle()
+		r.listings.waitIdle()
 		return r.detection(context.Background(), in)
 	}
 
@@ -758,7 +758,7 @@ func TestDecideProxy(t *testing.T) {
 }
 
 // nudged reports whether the cache nudged the controller, consuming the nudge.
-func nudged(c *topologyCache) bool {
+func nudged(c *listingCache) bool {
 	select {
 	case <-c.events:
 		return true
@@ -783,7 +783,7 @@ func TestDetectionInBackground(t *testing.T) {
 		g := NewWithT(t)
 		cloud, r := newCase(time.Hour)
 		g.Expect(r.decide(t.Context(), nil, detectionCreds("a")).Enabled).To(BeTrue())
-		nudged(r.topology)
+		nudged(r.listings)
 
 		release := cloud.hang()
 		cloud.set([]string{"az1", "other"}, []string{"az1", "az2"}, nil)
@@ -793,11 +793,11 @@ func TestDetectionInBackground(t *testing.T) {
 		g.Eventually(done).Should(Receive(&d), "the reconcile must not wait for the hanging listing")
 		g.Expect(d.Enabled).To(HaveValue(BeTrue()), "the last decision stays in force")
 		g.Expect(d.Pending).To(BeFalse())
-		g.Expect(nudged(r.topology)).To(BeFalse())
+		g.Expect(nudged(r.listings)).To(BeFalse())
 
 		release()
-		r.topology.waitIdle()
-		g.Expect(nudged(r.topology)).To(BeTrue())
+		r.listings.waitIdle()
+		g.Expect(nudged(r.listings)).To(BeTrue())
 		d = r.detection(t.Context(), detectionCreds("b").detectionInputs)
 		g.Expect(d.Enabled).To(HaveValue(BeFalse()), "the new credentials' zones decide now")
 		g.Expect(cloud.count()).To(Equal(2))
@@ -812,8 +812,8 @@ func TestDetectionInBackground(t *testing.T) {
 		d := r.detection(t.Context(), detectionCreds("a").detectionInputs)
 		g.Expect(d.Enabled).To(HaveValue(BeTrue()))
 		g.Expect(d.Pending).To(BeFalse())
-		r.topology.waitIdle()
-		g.Expect(nudged(r.topology)).To(BeFalse(), "the waiting reconcile took the decision")
+		r.listings.waitIdle()
+		g.Expect(nudged(r.listings)).To(BeFalse(), "the waiting reconcile took the decision")
 	})
 
 	t.Run("When a fresh install's first listing hangs, it should go on without a decision after the bound and nudge when the listing ends", func(t *testing.T) {
@@ -831,8 +831,8 @@ func TestDetectionInBackground(t *testing.T) {
 		g.Expect(dec.Source).To(Equal(sourcePending))
 
 		release()
-		r.topology.waitIdle()
-		g.Expect(nudged(r.topology)).To(BeTrue())
+		r.listings.waitIdle()
+		g.Expect(nudged(r.listings)).To(BeTrue())
 		g.Expect(r.detection(t.Context(), in.detectionInputs).Enabled).To(HaveValue(BeTrue()))
 		g.Expect(cloud.count()).To(Equal(1), "the reconcile the nudge causes reads the finished listing")
 	})
@@ -861,7 +861,7 @@ func TestDetectionInBackground(t *testing.T) {
 		r.detection(t.Context(), detectionCreds("b").detectionInputs)
 		g.Eventually(cloud.endedCount).Should(Equal(1), "the listing with the old credentials ends")
 		release()
-		r.topology.waitIdle()
+		r.listings.waitIdle()
 		g.Expect(cloud.count()).To(Equal(2))
 		g.Expect(r.detection(t.Context(), detectionCreds("b").detectionInputs).Enabled).To(HaveValue(BeTrue()))
 	})
@@ -874,7 +874,7 @@ func TestDetectionInBackground(t *testing.T) {
 		defer release()
 		ctx, stop := context.WithCancel(t.Context())
 		stopped := make(chan error)
-		go func() { stopped <- r.topology.Start(ctx) }()
+		go func() { stopped <- r.listings.Start(ctx) }()
 		r.detection(t.Context(), detectionCreds("a").detectionInputs)
 		stop()
 		g.Eventually(stopped).Should(Receive(BeNil()))

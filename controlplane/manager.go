@@ -157,7 +157,7 @@ func Setup(mgr ctrl.Manager, mgmt, guest cluster.Cluster, cfg Config) error {
 		Config:   cfg,
 		Decoder:  manifests.NewDecoder(mgr.GetScheme()),
 		Recorder: guest.GetEventRecorder(names.FieldOwnerControlPlane),
-		topology: newTopologyCache(),
+		listings: newListingCache(),
 		// Which monitoring objects may be written is asked once, again while denied.
 		monitoringAccess: newMonitoringAccess(),
 		// The ServiceMonitor watch starts later, on the controller namespace's cache.
@@ -170,7 +170,7 @@ func Setup(mgr ctrl.Manager, mgmt, guest cluster.Cluster, cfg Config) error {
 	}
 	r.Config = cfg
 	// The zone listings run beside the reconciles and end with the manager.
-	if err := mgr.Add(r.topology); err != nil {
+	if err := mgr.Add(r.listings); err != nil {
 		return fmt.Errorf("adding the zone listings: %w", err)
 	}
 	if err := r.SetupWithManager(mgr, mgmt, guest); err != nil {

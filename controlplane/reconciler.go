@@ -49,7 +49,9 @@ type Reconciler struct {
 	Decoder  *manifests.Decoder
 	Recorder recorder.EventRecorder
 
-	topology *topologyCache
+	// listings keeps what the zone and backup-service listings said, and the OpenStack
+	// client they reuse.
+	listings *listingCache
 	now      func() time.Time
 
 	// mgmtCache is the cache of the controller namespace and controller this reconciler's
@@ -94,7 +96,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, mgmt, guest cluster.Clus
 		WatchesRawSource(clusters.Watch(mgmtCache, &corev1.Service{}, inNamespace)).
 		WatchesRawSource(clusters.Watch(mgmtCache, &policyv1.PodDisruptionBudget{}, inNamespace)).
 		// A zone listing that finished in the background.
-		WatchesRawSource(source.Channel(r.topology.events, clusters.EnqueueDriver))
+		WatchesRawSource(source.Channel(r.listings.events, clusters.EnqueueDriver))
 	if r.Config.HyperShift {
 		b = b.WatchesRawSource(clusters.Watch(mgmtCache, &hyperv1.HostedControlPlane{}, inNamespace))
 	} else {
