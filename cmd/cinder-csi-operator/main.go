@@ -47,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "start":
 		err = runStart(args[1:], stderr)
 	case "hostedcluster", "controlplane", "guest", "standalone":
-		err = runManagers(operator.Managers(args[0]), args[1:], stderr)
+		err = runManagers(operator.Mode(args[0]), args[1:], stderr)
 	case "render":
 		err = runRender(args[1:], stdout, stderr)
 	case "version":

@@ -27,7 +27,7 @@ import (
 // controlplane manager. It reconciles the guest through --guest-kubeconfig and elects its leader
 // on the cluster where the pod runs (--kubeconfig, the management cluster), like every other
 // hosted-control-plane component.
-func runManagers(kind operator.Managers, args []string, stderr io.Writer) error {
+func runManagers(kind operator.Mode, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet(string(kind), flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f managerFlags

@@ -54,36 +54,38 @@ type Common struct {
 	SkipControllerNameValidation bool
 }
 
-// Managers names which reconcilers one process runs, and so which clusters it needs.
-type Managers string
+// Mode names which reconcilers one process runs (its subcommand), and so which clusters it
+// needs.
+type Mode string
 
 const (
 	// ControlPlane runs the management side of one hosted cluster alone: the CSI controller
 	// beside the hosted control plane, and what it writes into the guest.
-	ControlPlane Managers = "controlplane"
+	ControlPlane Mode = "controlplane"
 	// Guest runs the guest side of one hosted cluster alone: the node plugin and the guest's
 	// driver objects.
-	Guest Managers = "guest"
+	Guest Mode = "guest"
 	// HostedCluster runs both sides of one hosted cluster under one leader election.
-	HostedCluster Managers = "hostedcluster"
+	HostedCluster Mode = "hostedcluster"
 	// Standalone runs both sides against one OpenShift cluster.
-	Standalone Managers = "standalone"
+	Standalone Mode = "standalone"
 )
 
 // HyperShift reports whether the managers serve a hosted cluster.
-func (k Managers) HyperShift() bool { return k != Standalone }
+func (k Mode) HyperShift() bool { return k != Standalone }
 
 // RunsControlPlane reports whether the controlplane reconciler runs.
-func (k Managers) RunsControlPlane() bool { return k != Guest }
+func (k Mode) RunsControlPlane() bool { return k != Guest }
 
 // RunsGuest reports whether the guest reconciler runs.
-func (k Managers) RunsGuest() bool { return k != ControlPlane }
+func (k Mode) RunsGuest() bool { return k != ControlPlane }
 
-// Options are the options of every kind of Managers. The clusters are *rest.Configs named
+// Options are the options of every Mode. The clusters are *rest.Configs named
 // ...Cluster; ControlPlane and Guest configure the two reconcilers.
 type Options struct {
 	Common
-	Managers Managers
+	// Managers is the Mode: which reconcilers run.
+	Managers Mode
 	// Namespace is where the operator runs: the HostedControlPlane namespace on HyperShift,
 	// the driver's namespace standalone (names.GuestNamespace when empty).
 	Namespace string
