@@ -189,7 +189,7 @@ func withLastKnown(in decideInputs, v bool) decideInputs {
 // chooseTopology, as desired does. A listing it starts runs to its end before the decision is
 // taken, as the reconcile its end causes would take it.
 func (r *Reconciler) decide(ctx context.Context, override *bool, in decideInputs) topologyDecision {
-	res := &resolution{cfg: &config{
+	res := &resolution{cfg: &settings{
 		CloudsYAML: in.CloudsYAML, CloudName: in.CloudName, CABundle: string(in.CAPEM), Proxy: in.Proxy,
 		Override: override, LastTopology: in.lastKnown, Features: features{BackupClass: in.Backup},
 	}}

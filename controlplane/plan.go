@@ -120,7 +120,7 @@ func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
 // resolution is the inputs of a State resolved once (resolve): the zone listing the plan needs
 // and the plan itself are both made from it, so they cannot disagree.
 type resolution struct {
-	cfg      *config
+	cfg      *settings
 	problems []problem
 }
 
@@ -163,7 +163,7 @@ func (res *resolution) credentials() (detectionInputs, bool) {
 // desired is Desired from s's resolution res (resolveState).
 func desired(d *manifests.Decoder, rc Config, s State, res *resolution) (*Plan, error) {
 	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) {
-		return objects(d, rc, &config{Monitoring: s.Inputs.Monitoring, TLS: tlsprofile.Intermediate()}, nil, nil, false)
+		return objects(d, rc, &settings{Monitoring: s.Inputs.Monitoring, TLS: tlsprofile.Intermediate()}, nil, nil, false)
 	})
 	// Under managementState Removed, the monitoring objects the inputs allow are deleted.
 	p := &Plan{Base: base, Monitoring: s.Inputs.Monitoring}
@@ -214,7 +214,7 @@ func (p *Plan) holdServiceAccount(pods []string) {
 
 // objects returns, in apply order, the node copy of cloud-conf for the guest and the objects
 // next to the controller.
-func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.Secret, live *appsv1.Deployment, enableTopology bool) ([]plan.Step, error) {
+func objects(d *manifests.Decoder, rc Config, cfg *settings, credentials *corev1.Secret, live *appsv1.Deployment, enableTopology bool) ([]plan.Step, error) {
 	ns := rc.Namespace
 	controllerConf := desiredCloudConf(ns, names.CloudConfConfigMap, cfg.ControllerConf, enableTopology, cfg.CABundle, nil)
 	cfg.Source.annotate(controllerConf)
@@ -266,7 +266,7 @@ func objects(d *manifests.Decoder, rc Config, cfg *config, credentials *corev1.S
 }
 
 // hostedFor returns what the controller takes from a hosted control plane, nothing standalone.
-func hostedFor(rc Config, cfg *config, live *appsv1.Deployment) hostedInputs {
+func hostedFor(rc Config, cfg *settings, live *appsv1.Deployment) hostedInputs {
 	if !rc.HyperShift {
 		return hostedInputs{}
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 // This file resolves what the controlplane manager read (Inputs) into the settings its objects
-// are computed from (config), and finds the invalid or missing input on the way. It is pure:
+// are computed from, and finds the invalid or missing input on the way. It is pure:
 // clouds.yaml and the CA bundle are checked by their owner, shared/cloudsyaml, and only
 // worded here, with the object and key they came from.
 
@@ -36,8 +36,8 @@ type problem struct {
 	Message string
 }
 
-// config is what the validated inputs resolve to.
-type config struct {
+// settings is what the validated inputs resolve to; Config is the manager's own configuration.
+type settings struct {
 	Verbosity      int
 	CloudName      string
 	ClusterID      string
@@ -88,7 +88,7 @@ var (
 )
 
 // resolveStandalone fills in what a standalone cluster's Infrastructure and Proxy decide.
-func resolveStandalone(cfg *config, in *Inputs) []problem {
+func resolveStandalone(cfg *settings, in *Inputs) []problem {
 	if in.Infrastructure == nil || in.Infrastructure.Status.InfrastructureName == "" {
 		return []problem{{names.ReasonWaitingForConfig,
 			fmt.Sprintf("Infrastructure %s has no status.infrastructureName yet.", names.InfrastructureName)}}
@@ -112,7 +112,7 @@ func resolveStandalone(cfg *config, in *Inputs) []problem {
 
 // resolveHostedControlPlane fills in what the HostedControlPlane and the operator's own
 // environment decide on HyperShift.
-func resolveHostedControlPlane(rc Config, cfg *config, in *Inputs) []problem {
+func resolveHostedControlPlane(rc Config, cfg *settings, in *Inputs) []problem {
 	cfg.Proxy = rc.Proxy
 	hcp := in.HCP
 	if hcp == nil {
@@ -137,11 +137,11 @@ func resolveHostedControlPlane(rc Config, cfg *config, in *Inputs) []problem {
 	return nil
 }
 
-// resolve validates the inputs and resolves them into a config, or returns the problems found.
-func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*config, []problem) {
+// resolve validates the inputs and resolves them into settings, or returns the problems found.
+func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*settings, []problem) {
 	var problems []problem
 	// HyperShift's profile comes with the HostedControlPlane; standalone's, from APIServer.
-	cfg := &config{CloudName: defaultCloudName, TLS: tlsprofile.Intermediate(), Monitoring: in.Monitoring}
+	cfg := &settings{CloudName: defaultCloudName, TLS: tlsprofile.Intermediate(), Monitoring: in.Monitoring}
 
 	v, err := loglevel.Verbosity(driver.Spec.LogLevel)
 	if err != nil {
@@ -179,7 +179,7 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*confi
 }
 
 // resolveCredentials fills in clouds.yaml and the OpenStack CA, each checked.
-func resolveCredentials(rc Config, cfg *config, in *Inputs) []problem {
+func resolveCredentials(rc Config, cfg *settings, in *Inputs) []problem {
 	var problems []problem
 	switch {
 	case in.Credentials == nil:
@@ -206,7 +206,7 @@ func resolveCredentials(rc Config, cfg *config, in *Inputs) []problem {
 // resolveDriverConfig fills in the driver's settings from the configuration source the user
 // chose: both confs, the topology override, the report on the user's configuration and the
 // opt-in features. It needs the cloud name and the CA resolved first.
-func resolveDriverConfig(rc Config, cfg *config, in *Inputs) []problem {
+func resolveDriverConfig(rc Config, cfg *settings, in *Inputs) []problem {
 	var problems []problem
 	cfg.Source = chooseConfigSource(rc, in)
 	userINI, enableTopology := cfg.Source.settings()

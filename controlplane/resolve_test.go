@@ -33,10 +33,10 @@ func TestResolve(t *testing.T) {
 		wantReason []string
 		// wantMessage, when set, are the problems' messages.
 		wantMessage []string
-		check       func(Gomega, *config)
+		check       func(Gomega, *settings)
 	}{
 		{name: "When a hosted cluster's inputs are complete, it should resolve the HCP's settings", rc: hyperShiftConfig(),
-			check: func(g Gomega, c *config) {
+			check: func(g Gomega, c *settings) {
 				g.Expect(c.ClusterID).To(Equal("example-x7k2p"))
 				g.Expect(c.NodeSelector).To(HaveKeyWithValue("node-pool", "control-plane"))
 				g.Expect(c.Verbosity).To(Equal(2))
@@ -74,7 +74,7 @@ func TestResolve(t *testing.T) {
 				in.Credentials = creds(map[string]string{names.KeyCloudsYAML: testutil.CloudsYAML, names.KeyCACert: testutil.CA})
 				in.CAConfigMap = &corev1.ConfigMap{Data: map[string]string{names.KeyCABundle: "other"}}
 			},
-			check: func(g Gomega, c *config) { g.Expect(c.CABundle).To(Equal(testutil.CA)) }},
+			check: func(g Gomega, c *settings) { g.Expect(c.CABundle).To(Equal(testutil.CA)) }},
 		{name: "When the Secret's cacert holds no certificate, it should name the Secret and key and not the value", rc: hyperShiftConfig(),
 			in: func(in *Inputs) {
 				in.Credentials = creds(map[string]string{names.KeyCloudsYAML: testutil.CloudsYAML, names.KeyCACert: "s3cret"})
@@ -87,7 +87,7 @@ func TestResolve(t *testing.T) {
 				in.Credentials = creds(map[string]string{names.KeyCloudsYAML: testutil.CloudsYAML, names.KeyCACert: testutil.CA})
 				in.CAConfigMap = &corev1.ConfigMap{Data: map[string]string{names.KeyCABundle: "s3cret"}}
 			},
-			check: func(g Gomega, c *config) { g.Expect(c.CABundle).To(Equal(testutil.CA)) }},
+			check: func(g Gomega, c *settings) { g.Expect(c.CABundle).To(Equal(testutil.CA)) }},
 		{name: "When standalone with a cloud-provider config CA that is no certificate, it should name the ConfigMap", rc: standaloneConfig(),
 			in: func(in *Inputs) {
 				in.CAConfigMap = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: names.OpenShiftConfigNamespace, Name: "cloud-provider-config"},
@@ -107,18 +107,18 @@ func TestResolve(t *testing.T) {
 			in: func(in *Inputs) {
 				in.CloudConf = &corev1.ConfigMap{Data: map[string]string{names.KeyEnableTopology: "true"}}
 			},
-			check: func(g Gomega, c *config) { g.Expect(c.LastTopology).To(HaveValue(BeTrue())) }},
+			check: func(g Gomega, c *settings) { g.Expect(c.LastTopology).To(HaveValue(BeTrue())) }},
 		{name: "When standalone without an infrastructure name yet, it should wait for it", rc: standaloneConfig(),
 			in: func(in *Inputs) { in.Infrastructure.Status.InfrastructureName = "" }, wantReason: []string{names.ReasonWaitingForConfig}},
 		{name: "When standalone with an External control plane, it should not pin the controller to masters", rc: standaloneConfig(),
 			in: func(in *Inputs) { in.Infrastructure.Status.ControlPlaneTopology = configv1.ExternalTopologyMode },
-			check: func(g Gomega, c *config) {
+			check: func(g Gomega, c *settings) {
 				g.Expect(c.NodeSelector).To(BeEmpty())
 				g.Expect(c.HA).To(BeFalse())
 			}},
 		{name: "When standalone with an empty injected CA bundle, it should not count it as an input", rc: standaloneConfig(),
 			in:    func(in *Inputs) { in.TrustedCA = &corev1.ConfigMap{} },
-			check: func(g Gomega, c *config) { g.Expect(c.TrustedCA).To(BeNil()) }},
+			check: func(g Gomega, c *settings) { g.Expect(c.TrustedCA).To(BeNil()) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -38,7 +38,7 @@ var userConfigRef = fmt.Sprintf("key %s of ConfigMap %s/%s", names.KeyUserConfig
 
 // warnings returns the verdicts of every warning condition for valid configuration cfg and the
 // listing det.
-func warnings(cfg *config, det Detection) []warning {
+func warnings(cfg *settings, det Detection) []warning {
 	return []warning{attachLimitWarning(cfg), configKeysWarning(cfg), backupWarning(cfg.Features, det.Backup)}
 }
 
@@ -46,7 +46,7 @@ func warnings(cfg *config, det Detection) []warning {
 // plugin reports [BlockStorage] node-volume-attach-limit as it is, and none when it is unset or
 // 0 (before, it reported 256). Kubernetes then puts no bound on the volumes of a node, and pods
 // past what the instance can attach hang in ContainerCreating.
-func attachLimitWarning(cfg *config) warning {
+func attachLimitWarning(cfg *settings) warning {
 	w := warning{Type: names.ConditionAttachLimitWarning}
 	r := cfg.Report
 	if r.AttachLimitSet && r.AttachLimit != 0 {
@@ -82,7 +82,7 @@ func list(items []string) string { return conditions.JoinSome(items, maxListed) 
 // installed before 4.14 keep their driver settings there. The keys of that section the driver
 // does not use (bs-version, trust-device-path, ...) are the cloud provider's and must stay, so
 // the way out is cinder-csi-config, which then takes the file's place for the driver.
-func configKeysWarning(cfg *config) warning {
+func configKeysWarning(cfg *settings) warning {
 	w := warning{Type: names.ConditionConfigKeysWarning}
 	r := cfg.Report
 	if !r.Ignored() {

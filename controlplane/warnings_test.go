@@ -41,7 +41,7 @@ func TestAttachLimitWarning(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			w := attachLimitWarning(&config{Source: tt.src, Report: tt.report})
+			w := attachLimitWarning(&settings{Source: tt.src, Report: tt.report})
 			g.Expect(w.Type).To(Equal(names.ConditionAttachLimitWarning))
 			g.Expect(w.On).To(Equal(tt.wantOn))
 			g.Expect(w.Reason).To(Equal(map[bool]string{true: names.ReasonAttachLimitNotSet, false: names.ReasonAsExpected}[tt.wantOn]))
@@ -98,7 +98,7 @@ func TestConfigKeysWarning(t *testing.T) {
 			}
 			report, err := cloudconfig.Inspect(cloudconfig.Input{UserConfig: tt.ini, BlockStorageOnly: src.Kind == installerConfigSource})
 			g.Expect(err).NotTo(HaveOccurred())
-			w := configKeysWarning(&config{Source: src, Report: report})
+			w := configKeysWarning(&settings{Source: src, Report: report})
 			g.Expect(w.On).To(Equal(tt.wantOn))
 			g.Expect(w.Reason).To(Equal(map[bool]string{true: names.ReasonIgnoredConfiguration, false: names.ReasonAsExpected}[tt.wantOn]))
 			g.Expect(w.Message).To(Equal(tt.wantMessage))
