@@ -294,10 +294,10 @@ func (m *AttachmentMonitor) volumeOf(ctx context.Context, pv string) (volumeID s
 
 // credentials resolves the inputs as the controlplane reconciler does, for a round of reads
 // only: ok is false when they are not valid, or cannot be read.
-func (m *AttachmentMonitor) credentials(ctx context.Context, driver *operatorv1.ClusterCSIDriver) (detectionInputs, bool) {
+func (m *AttachmentMonitor) credentials(ctx context.Context, driver *operatorv1.ClusterCSIDriver) (listingRequest, bool) {
 	in, err := m.r.readInputs(ctx)
 	if err != nil {
-		return detectionInputs{}, false
+		return listingRequest{}, false
 	}
 	return resolveState(m.r.Config, State{Driver: driver, Inputs: *in}).credentials()
 }
@@ -353,7 +353,7 @@ func (m *AttachmentMonitor) startReads(ctx context.Context, driver *operatorv1.C
 }
 
 // read asks Cinder about each volume of ids (by stuck key) with one client.
-func (m *AttachmentMonitor) read(ctx context.Context, in detectionInputs, ids map[string]string) map[string]attachmentFacts {
+func (m *AttachmentMonitor) read(ctx context.Context, in listingRequest, ids map[string]string) map[string]attachmentFacts {
 	out := make(map[string]attachmentFacts, len(ids))
 	fail := func(err error) map[string]attachmentFacts {
 		msg := openstack.Describe(err)

@@ -203,7 +203,7 @@ func (v *volumeReader) Volume(_ context.Context, id string) (openstack.VolumeSta
 func (v *volumeReader) Close() {}
 
 func TestAttachmentReads(t *testing.T) {
-	in := detectionInputs{CloudsYAML: []byte("clouds: {}"), CloudName: "openstack"}
+	in := listingRequest{CloudsYAML: []byte("clouds: {}"), CloudName: "openstack"}
 	monitor := func(r *volumeReader) *AttachmentMonitor {
 		return &AttachmentMonitor{r: &Reconciler{Config: Config{OpenStackTimeout: time.Second}},
 			newReader: func(context.Context, openstack.Config) (openstack.VolumeReader, error) { return r, nil }}

@@ -131,8 +131,8 @@ func closeClient(l openstack.Lister) {
 	}
 }
 
-// detectionInputs are what a detection depends on.
-type detectionInputs struct {
+// listingRequest is what a listing of the zones (and of the backup services) is made with.
+type listingRequest struct {
 	CloudsYAML []byte
 	CloudName  string
 	CAPEM      []byte
@@ -148,7 +148,7 @@ type detectionInputs struct {
 
 // key is everything a listing depends on, so that a change of any of them lists again at once:
 // new credentials, or a proxy that now lets OpenStack through.
-func (in detectionInputs) key() string {
+func (in listingRequest) key() string {
 	return confighash.Data(map[string]string{
 		"clouds.yaml": string(in.CloudsYAML),
 		"cloud":       in.CloudName,
@@ -174,7 +174,7 @@ func (r *Reconciler) detectionFor(ctx context.Context, res *resolution) Detectio
 // background when one is due: when the credentials changed, when the recheck interval passed
 // since the last success, or a shorter retry (retryDelay) since the last failure. It waits only
 // for the first decision of an install (see listingCache).
-func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detection {
+func (r *Reconciler) detection(ctx context.Context, in listingRequest) Detection {
 	c := r.listings
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -228,7 +228,7 @@ func (r *Reconciler) detection(ctx context.Context, in detectionInputs) Detectio
 
 // startListing lists the zones for in in the background, ending a listing for other inputs that
 // is still running: its answer would be for credentials no longer in use. c.mu is held.
-func (r *Reconciler) startListing(ctx context.Context, in detectionInputs, key string) {
+func (r *Reconciler) startListing(ctx context.Context, in listingRequest, key string) {
 	c := r.listings
 	if c.running != nil {
 		if c.running.key == key {
@@ -299,7 +299,7 @@ type listingResult struct {
 
 // failed returns a result in which the zones and, when asked for, the backup services failed
 // for the same reason.
-func failed(in detectionInputs, failure openstack.Reason, message string) listingResult {
+func failed(in listingRequest, failure openstack.Reason, message string) listingResult {
 	res := listingResult{failure: failure, message: message}
 	if in.Backup {
 		res.backup = BackupDetection{Failure: failure, FailureMessage: message}
@@ -326,7 +326,7 @@ func (b BackupDetection) after(prev BackupDetection) BackupDetection {
 // configured timeout, through the proxy the inputs name. It uses the client kept for inputs of
 // key, or makes one; it returns the client it listed with (nil when none could be made), for
 // startListing to keep or close.
-func (r *Reconciler) detect(ctx context.Context, in detectionInputs, key string) (listingResult, openstack.Lister) {
+func (r *Reconciler) detect(ctx context.Context, in listingRequest, key string) (listingResult, openstack.Lister) {
 	ctx, cancel := context.WithTimeout(ctx, r.Config.OpenStackTimeout)
 	defer cancel()
 	lister := r.listings.keptClient(key)
@@ -356,7 +356,7 @@ func (r *Reconciler) detect(ctx context.Context, in detectionInputs, key string)
 
 // newClient authenticates to OpenStack with in's credentials, through the proxy in names. When
 // it cannot, it returns nil and the failed result.
-func (r *Reconciler) newClient(ctx context.Context, in detectionInputs) (openstack.Lister, listingResult) {
+func (r *Reconciler) newClient(ctx context.Context, in listingRequest) (openstack.Lister, listingResult) {
 	cfg, err := in.openStackConfig(r.Config.OpenStackTimeout)
 	if err != nil {
 		failure, message := detectionFailed(ctx, err)
@@ -372,7 +372,7 @@ func (r *Reconciler) newClient(ctx context.Context, in detectionInputs) (opensta
 
 // openStackConfig is the client configuration of in: its credentials, CA and proxy, each call
 // bounded by timeout.
-func (in detectionInputs) openStackConfig(timeout time.Duration) (openstack.Config, error) {
+func (in listingRequest) openStackConfig(timeout time.Duration) (openstack.Config, error) {
 	proxy, err := openstack.ProxyFunc(openstack.ProxySettings{
 		HTTPProxy: in.Proxy.HTTPProxy, HTTPSProxy: in.Proxy.HTTPSProxy, NoProxy: in.Proxy.NoProxy,
 	})

@@ -163,16 +163,16 @@ func (c *fakeClock) reconciler(f *fakeOpenStack, interval time.Duration) *Reconc
 	}
 }
 
-// decideInputs are the detection inputs of one set of credentials and the decision in the live
+// decideInputs are the listing request of one set of credentials and the decision in the live
 // cloud-conf.
 type decideInputs struct {
-	detectionInputs
+	listingRequest
 	lastKnown *bool
 }
 
-// detectionCreds are the detection inputs of one set of credentials.
+// detectionCreds is the listing request of one set of credentials.
 func detectionCreds(password string) decideInputs {
-	return decideInputs{detectionInputs: detectionInputs{
+	return decideInputs{listingRequest: listingRequest{
 		CloudsYAML: []byte("clouds:\n  openstack:\n    auth:\n      auth_url: https://keystone.example:5000\n      password: " + password + "\n"),
 		CloudName:  "openstack",
 		CAPEM:      []byte(testutil.CA),
@@ -517,13 +517,13 @@ func TestDetectionBackupServices(t *testing.T) {
 	t.Parallel()
 	const interval = 10 * time.Minute
 	matching := []string{"az1", "az2"}
-	backupCreds := func() detectionInputs {
-		in := detectionCreds("a").detectionInputs
+	backupCreds := func() listingRequest {
+		in := detectionCreds("a").listingRequest
 		in.Backup = true
 		return in
 	}
 	// listOnce lists with in and returns what the reconcile after the listing sees.
-	listOnce := func(r *Reconciler, in detectionInputs) Detection {
+	listOnce := func(r *Reconciler, in listingRequest) Detection {
 		r.detection(context.Background(), in)
 		r.listings.waitIdle()
 		return r.detection(context.Background(), in)
@@ -564,7 +564,7 @@ func TestDetectionBackupServices(t *testing.T) {
 		g := NewWithT(t)
 		cloud := &fakeOpenStack{compute: matching, volume: matching}
 		r := newFakeClock().reconciler(cloud, interval)
-		d := listOnce(r, detectionCreds("a").detectionInputs)
+		d := listOnce(r, detectionCreds("a").listingRequest)
 		g.Expect(cloud.backupLists).To(BeZero())
 		g.Expect(d.Backup).To(BeZero())
 	})
@@ -575,7 +575,7 @@ func TestDetectionBackupServices(t *testing.T) {
 		cloud := &fakeOpenStack{compute: matching, volume: matching}
 		c := newFakeClock()
 		r := c.reconciler(cloud, interval)
-		listOnce(r, detectionCreds("a").detectionInputs)
+		listOnce(r, detectionCreds("a").listingRequest)
 		c.advance(time.Second)
 		listOnce(r, backupCreds())
 		g.Expect(cloud.count()).To(Equal(2))
@@ -788,7 +788,7 @@ func TestDetectionInBackground(t *testing.T) {
 		release := cloud.hang()
 		cloud.set([]string{"az1", "other"}, []string{"az1", "az2"}, nil)
 		done := make(chan Detection)
-		go func() { done <- r.detection(t.Context(), detectionCreds("b").detectionInputs) }()
+		go func() { done <- r.detection(t.Context(), detectionCreds("b").listingRequest) }()
 		var d Detection
 		g.Eventually(done).Should(Receive(&d), "the reconcile must not wait for the hanging listing")
 		g.Expect(d.Enabled).To(HaveValue(BeTrue()), "the last decision stays in force")
@@ -798,7 +798,7 @@ func TestDetectionInBackground(t *testing.T) {
 		release()
 		r.listings.waitIdle()
 		g.Expect(nudged(r.listings)).To(BeTrue())
-		d = r.detection(t.Context(), detectionCreds("b").detectionInputs)
+		d = r.detection(t.Context(), detectionCreds("b").listingRequest)
 		g.Expect(d.Enabled).To(HaveValue(BeFalse()), "the new credentials' zones decide now")
 		g.Expect(cloud.count()).To(Equal(2))
 	})
@@ -809,7 +809,7 @@ func TestDetectionInBackground(t *testing.T) {
 		cloud, r := newCase(time.Hour)
 		release := cloud.hang()
 		time.AfterFunc(50*time.Millisecond, release)
-		d := r.detection(t.Context(), detectionCreds("a").detectionInputs)
+		d := r.detection(t.Context(), detectionCreds("a").listingRequest)
 		g.Expect(d.Enabled).To(HaveValue(BeTrue()))
 		g.Expect(d.Pending).To(BeFalse())
 		r.listings.waitIdle()
@@ -822,7 +822,7 @@ func TestDetectionInBackground(t *testing.T) {
 		cloud, r := newCase(20 * time.Millisecond)
 		release := cloud.hang()
 		in := detectionCreds("a")
-		d := r.detection(t.Context(), in.detectionInputs)
+		d := r.detection(t.Context(), in.listingRequest)
 		g.Expect(d.Pending).To(BeTrue())
 		g.Expect(d.Enabled).To(BeNil())
 		g.Expect(d.RecheckIn).To(Equal(firstRetry))
@@ -833,7 +833,7 @@ func TestDetectionInBackground(t *testing.T) {
 		release()
 		r.listings.waitIdle()
 		g.Expect(nudged(r.listings)).To(BeTrue())
-		g.Expect(r.detection(t.Context(), in.detectionInputs).Enabled).To(HaveValue(BeTrue()))
+		g.Expect(r.detection(t.Context(), in.listingRequest).Enabled).To(HaveValue(BeTrue()))
 		g.Expect(cloud.count()).To(Equal(1), "the reconcile the nudge causes reads the finished listing")
 	})
 
@@ -843,7 +843,7 @@ func TestDetectionInBackground(t *testing.T) {
 		cloud, r := newCase(time.Hour)
 		release := cloud.hang()
 		defer release()
-		in := detectionCreds("a").detectionInputs
+		in := detectionCreds("a").listingRequest
 		in.Decided = true
 		done := make(chan Detection)
 		go func() { done <- r.detection(t.Context(), in) }()
@@ -857,13 +857,13 @@ func TestDetectionInBackground(t *testing.T) {
 		g := NewWithT(t)
 		cloud, r := newCase(0)
 		release := cloud.hang()
-		r.detection(t.Context(), detectionCreds("a").detectionInputs)
-		r.detection(t.Context(), detectionCreds("b").detectionInputs)
+		r.detection(t.Context(), detectionCreds("a").listingRequest)
+		r.detection(t.Context(), detectionCreds("b").listingRequest)
 		g.Eventually(cloud.endedCount).Should(Equal(1), "the listing with the old credentials ends")
 		release()
 		r.listings.waitIdle()
 		g.Expect(cloud.count()).To(Equal(2))
-		g.Expect(r.detection(t.Context(), detectionCreds("b").detectionInputs).Enabled).To(HaveValue(BeTrue()))
+		g.Expect(r.detection(t.Context(), detectionCreds("b").listingRequest).Enabled).To(HaveValue(BeTrue()))
 	})
 
 	t.Run("When the manager stops, it should end the listings in progress", func(t *testing.T) {
@@ -875,7 +875,7 @@ func TestDetectionInBackground(t *testing.T) {
 		ctx, stop := context.WithCancel(t.Context())
 		stopped := make(chan error)
 		go func() { stopped <- r.listings.Start(ctx) }()
-		r.detection(t.Context(), detectionCreds("a").detectionInputs)
+		r.detection(t.Context(), detectionCreds("a").listingRequest)
 		stop()
 		g.Eventually(stopped).Should(Receive(BeNil()))
 		g.Expect(cloud.endedCount()).To(Equal(1))

@@ -137,13 +137,13 @@ func resolveState(rc Config, s State) *resolution {
 // Managed, with valid input, and either without the user's cinder-csi-config deciding topology or
 // with a feature that needs the zones (per-zone classes) or the backup services (the backup class)
 // all the same. The reconciler lists the zones, or asks its cache, before it plans.
-func (res *resolution) listing() (detectionInputs, bool) {
+func (res *resolution) listing() (listingRequest, bool) {
 	if res == nil || len(res.problems) > 0 {
-		return detectionInputs{}, false
+		return listingRequest{}, false
 	}
 	cfg := res.cfg
 	if cfg.Override != nil && !cfg.Features.needsZones() {
-		return detectionInputs{}, false
+		return listingRequest{}, false
 	}
 	in, _ := res.credentials()
 	in.Decided, in.Backup = cfg.LastTopology != nil || cfg.Override != nil, cfg.Features.BackupClass
@@ -152,12 +152,12 @@ func (res *resolution) listing() (detectionInputs, bool) {
 
 // credentials returns what an OpenStack client is made with, whether or not the plan lists
 // zones; false when the input is not valid.
-func (res *resolution) credentials() (detectionInputs, bool) {
+func (res *resolution) credentials() (listingRequest, bool) {
 	if res == nil || len(res.problems) > 0 {
-		return detectionInputs{}, false
+		return listingRequest{}, false
 	}
 	cfg := res.cfg
-	return detectionInputs{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy}, true
+	return listingRequest{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy}, true
 }
 
 // desired is Desired from s's resolution res (resolveState).
