@@ -6,7 +6,8 @@
 // csi-operator by an image swap. Where the second grants less (no list or watch of
 // ServiceMonitors, no SubjectAccessReviews), the operator asks and does without, instead of
 // failing, or retrying a forbidden watch forever. An administrator may grant what was missing
-// while the operator runs, so a denial is asked again after an interval rather than kept.
+// while the operator runs, so a denial is asked again after an interval rather than kept. A Gate
+// starts a watch behind such a question, once the operator may list and watch the kind.
 package access
 
 import (
