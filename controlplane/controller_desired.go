@@ -50,7 +50,7 @@ type metricsProxy struct {
 // Service and any scrape configuration built for csi-operator keep working. The sidecars'
 // listen addresses in controller.yaml, the metrics Service and the ServiceMonitor repeat its
 // ports and port names; TestDesiredController, TestDesiredControllerObjects and
-// TestDesiredServiceMonitor fail on any disagreement.
+// TestDesiredMonitoring fail on any disagreement.
 var metricsProxies = []metricsProxy{
 	{name: "kube-rbac-proxy-8202", port: "driver-m", loopback: 8202, exposed: 9202},
 	{name: "provisioner-kube-rbac-proxy", port: "provisioner-m", loopback: 8203, exposed: 9203},

@@ -62,7 +62,7 @@ func New(existing []operatorv1.OperatorCondition, now metav1.Time) *Set {
 
 // Set records a condition, replacing one of the same type set earlier in this reconcile. The
 // message is passed through CleanMessage. condType should be one of the constants in
-// shared/names, all of which pass ValidType (checked by this package's tests).
+// shared/names, all of which pass validType (TestValidType checks them).
 func (s *Set) Set(condType string, status operatorv1.ConditionStatus, reason, message string) {
 	c := operatorv1.OperatorCondition{
 		Type:               condType,
