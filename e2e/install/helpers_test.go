@@ -459,7 +459,7 @@ func exerciseEvents(t *testing.T, e *env.Env) {
 	cm := userConfig(map[string]string{names.KeyEnableTopology: "sometimes"})
 	g.Expect(e.GuestClient.Create(ctx, cm)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(conditions.IsTrue(driver(g, e).Status.Conditions, names.ConditionConfigDegraded)).To(BeTrue())
+		g.Expect(env.ConditionTrue(driver(g, e).Status.Conditions, names.ConditionConfigDegraded)).To(BeTrue())
 	}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
 	g.Expect(e.GuestClient.Delete(ctx, cm)).To(Succeed())
 	waitAvailable(t, e)

@@ -267,7 +267,7 @@ func TestBadInput(t *testing.T) {
 			g.Consistently(func(g Gomega) {
 				expectKept(g, e, op, good)
 				for _, h := range c.healthy {
-					g.Expect(conditions.IsTrue(driver(g, e).Status.Conditions, h)).To(BeFalse(), h)
+					g.Expect(env.ConditionTrue(driver(g, e).Status.Conditions, h)).To(BeFalse(), h)
 				}
 			}).WithTimeout(keepWindow).WithPolling(poll).Should(Succeed())
 
@@ -325,8 +325,8 @@ func TestBadInput(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			d := driver(g, e)
 			expectNotDegraded(g, d)
-			g.Expect(conditions.IsTrue(d.Status.Conditions, names.ConditionControllerAvailable)).To(BeTrue())
-			g.Expect(conditions.IsTrue(d.Status.Conditions, names.ConditionNodeAvailable)).To(BeTrue())
+			g.Expect(env.ConditionTrue(d.Status.Conditions, names.ConditionControllerAvailable)).To(BeTrue())
+			g.Expect(env.ConditionTrue(d.Status.Conditions, names.ConditionNodeAvailable)).To(BeTrue())
 		}).WithTimeout(reactTimeout).WithPolling(poll).Should(Succeed())
 		expectKept(g, e, op, good)
 
@@ -386,8 +386,8 @@ func expectKept(g Gomega, e *env.Env, op *env.Operator, good goodState) {
 	expectDaemonSetRolledOut(g, ds)
 	g.Expect(configMap(g, e.GuestClient, names.GuestNamespace, names.CloudConfConfigMap).Data).To(Equal(good.nodeCloudConf), "guest cloud-conf")
 	d := driver(g, e)
-	g.Expect(conditions.IsTrue(d.Status.Conditions, names.ConditionControllerAvailable)).To(BeTrue(), names.ConditionControllerAvailable)
-	g.Expect(conditions.IsTrue(d.Status.Conditions, names.ConditionNodeAvailable)).To(BeTrue(), names.ConditionNodeAvailable)
+	g.Expect(env.ConditionTrue(d.Status.Conditions, names.ConditionControllerAvailable)).To(BeTrue(), names.ConditionControllerAvailable)
+	g.Expect(env.ConditionTrue(d.Status.Conditions, names.ConditionNodeAvailable)).To(BeTrue(), names.ConditionNodeAvailable)
 }
 
 // expectControllerKept is the management half of expectKept.

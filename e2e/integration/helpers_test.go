@@ -52,10 +52,10 @@ func waitAvailable(t *testing.T, e *env.Env) {
 	NewWithT(t).Eventually(func(g Gomega) {
 		d := driver(g, e)
 		for _, c := range []string{names.ConditionControllerAvailable, names.ConditionNodeAvailable} {
-			g.Expect(conditions.IsTrue(d.Status.Conditions, c)).To(BeTrue(), c)
+			g.Expect(env.ConditionTrue(d.Status.Conditions, c)).To(BeTrue(), c)
 		}
 		for _, c := range []string{names.ConditionControllerProgressing, names.ConditionNodeProgressing} {
-			g.Expect(conditions.IsTrue(d.Status.Conditions, c)).To(BeFalse(), c)
+			g.Expect(env.ConditionTrue(d.Status.Conditions, c)).To(BeFalse(), c)
 		}
 	}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
 }

@@ -26,7 +26,6 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -277,7 +276,7 @@ func expectTakenBack(g Gomega, l *coordinationv1.Lease, before *coordinationv1.L
 func expectAvailable(g Gomega, e *env.Env) {
 	d := driver(g, e)
 	for _, c := range []string{names.ConditionControllerAvailable, names.ConditionNodeAvailable} {
-		g.Expect(conditions.IsTrue(d.Status.Conditions, c)).To(BeTrue(), c)
+		g.Expect(env.ConditionTrue(d.Status.Conditions, c)).To(BeTrue(), c)
 	}
 }
 

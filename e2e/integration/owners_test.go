@@ -130,7 +130,7 @@ func TestTwoOwners(t *testing.T) {
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(operatorv1.ConditionTrue))
 			g.Expect(c.LastTransitionTime.Time).To(BeTemporally(">=", deleted))
-			g.Expect(conditions.IsTrue(after.Status.Conditions, names.ConditionNodeProgressing)).To(BeFalse())
+			g.Expect(env.ConditionTrue(after.Status.Conditions, names.ConditionNodeProgressing)).To(BeFalse())
 			expectDaemonSetRolledOut(g, nodeDaemonSet(g, e))
 		}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
 

@@ -16,7 +16,6 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 )
@@ -119,7 +118,7 @@ func TestTopology(t *testing.T) {
 				// The outage is the topology's problem only.
 				d := driver(g, e)
 				for _, typ := range []string{names.ConditionControllerDegraded, names.ConditionConfigDegraded, names.ConditionNodeDegraded} {
-					g.Expect(conditions.IsTrue(d.Status.Conditions, typ)).To(BeFalse(), typ)
+					g.Expect(env.ConditionTrue(d.Status.Conditions, typ)).To(BeFalse(), typ)
 				}
 			}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
 			// What must not happen: the retries flapping the decision or the condition while

@@ -33,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -294,10 +293,10 @@ func (w *world) available(ctx context.Context) bool {
 	if err := w.Guest.Get(ctx, client.ObjectKey{Name: names.ClusterCSIDriverName}, d); err != nil {
 		return false
 	}
-	return conditions.IsTrue(d.Status.Conditions, names.ConditionControllerAvailable) &&
-		conditions.IsTrue(d.Status.Conditions, names.ConditionNodeAvailable) &&
-		!conditions.IsTrue(d.Status.Conditions, names.ConditionControllerProgressing) &&
-		!conditions.IsTrue(d.Status.Conditions, names.ConditionNodeProgressing)
+	return env.ConditionTrue(d.Status.Conditions, names.ConditionControllerAvailable) &&
+		env.ConditionTrue(d.Status.Conditions, names.ConditionNodeAvailable) &&
+		!env.ConditionTrue(d.Status.Conditions, names.ConditionControllerProgressing) &&
+		!env.ConditionTrue(d.Status.Conditions, names.ConditionNodeProgressing)
 }
 
 // driverTopology returns the --with-topology value of the running driver containers, failing

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -33,10 +32,10 @@ func TestInstall(t *testing.T) {
 	t.Run("When the operator runs on a hosted cluster, it should report the driver Available", func(t *testing.T) {
 		NewWithT(t).Eventually(func(g Gomega) {
 			d := getDriver(g)
-			g.Expect(conditions.IsTrue(d.Status.Conditions, names.ConditionControllerAvailable)).To(BeTrue())
-			g.Expect(conditions.IsTrue(d.Status.Conditions, names.ConditionNodeAvailable)).To(BeTrue())
-			g.Expect(conditions.IsTrue(d.Status.Conditions, names.ConditionControllerProgressing)).To(BeFalse())
-			g.Expect(conditions.IsTrue(d.Status.Conditions, names.ConditionNodeProgressing)).To(BeFalse())
+			g.Expect(env.ConditionTrue(d.Status.Conditions, names.ConditionControllerAvailable)).To(BeTrue())
+			g.Expect(env.ConditionTrue(d.Status.Conditions, names.ConditionNodeAvailable)).To(BeTrue())
+			g.Expect(env.ConditionTrue(d.Status.Conditions, names.ConditionControllerProgressing)).To(BeFalse())
+			g.Expect(env.ConditionTrue(d.Status.Conditions, names.ConditionNodeProgressing)).To(BeFalse())
 		}).WithTimeout(timeout).WithPolling(time.Second).Should(Succeed())
 	})
 	t.Run("When installed, it should have rolled each workload out once", func(t *testing.T) {
@@ -79,8 +78,8 @@ func TestCredentialRotation(t *testing.T) {
 		NewWithT(t).Eventually(func(g Gomega) {
 			g.Expect(len(replicaSets(g))).To(BeNumerically(">", before))
 			d := getDriver(g)
-			g.Expect(conditions.IsTrue(d.Status.Conditions, names.ConditionControllerAvailable)).To(BeTrue())
-			g.Expect(conditions.IsTrue(d.Status.Conditions, names.ConditionControllerProgressing)).To(BeFalse())
+			g.Expect(env.ConditionTrue(d.Status.Conditions, names.ConditionControllerAvailable)).To(BeTrue())
+			g.Expect(env.ConditionTrue(d.Status.Conditions, names.ConditionControllerProgressing)).To(BeFalse())
 		}).WithTimeout(timeout).WithPolling(time.Second).Should(Succeed())
 	})
 	t.Run("When clouds.yaml changes, it should not roll the node plugin", func(t *testing.T) {

@@ -111,12 +111,6 @@ func Find(conds []operatorv1.OperatorCondition, condType string) *operatorv1.Ope
 	return nil
 }
 
-// IsTrue reports whether conds holds a condition of type condType with status True.
-func IsTrue(conds []operatorv1.OperatorCondition, condType string) bool {
-	c := Find(conds, condType)
-	return c != nil && c.Status == operatorv1.ConditionTrue
-}
-
 // CleanMessage returns message on one line: runs of white space and control characters become
 // one space, the ends are trimmed, and a message longer than MaxMessageLength bytes is cut at a
 // character boundary and ends in "...". It cannot remove generated names or timestamps; callers

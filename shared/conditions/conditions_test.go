@@ -228,32 +228,6 @@ func TestFind(t *testing.T) {
 	}
 }
 
-func TestIsTrue(t *testing.T) {
-	t.Parallel()
-	conds := []operatorv1.OperatorCondition{
-		cond(names.ConditionNodeAvailable, "True", earlier, "", ""),
-		cond(names.ConditionNodeDegraded, "False", earlier, "", ""),
-		cond(names.ConditionNodeProgressing, "Unknown", earlier, "", ""),
-	}
-	tests := []struct {
-		name string
-		typ  string
-		want bool
-	}{
-		{name: "When the condition is True, it should return true", typ: names.ConditionNodeAvailable, want: true},
-		{name: "When the condition is False, it should return false", typ: names.ConditionNodeDegraded},
-		{name: "When the condition is Unknown, it should return false", typ: names.ConditionNodeProgressing},
-		{name: "When the condition is absent, it should return false", typ: names.ConditionControllerAvailable},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			g := NewWithT(t)
-			g.Expect(IsTrue(conds, tt.typ)).To(Equal(tt.want))
-		})
-	}
-}
-
 func TestValidType(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -27,7 +27,6 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/externalstorage"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -205,10 +204,10 @@ func waitAvailable(ctx context.Context, c client.Client, exited <-chan error, ti
 	d := &operatorv1.ClusterCSIDriver{}
 	for {
 		if err := c.Get(ctx, client.ObjectKey{Name: names.ClusterCSIDriverName}, d); err == nil &&
-			conditions.IsTrue(d.Status.Conditions, names.ConditionControllerAvailable) &&
-			conditions.IsTrue(d.Status.Conditions, names.ConditionNodeAvailable) &&
-			!conditions.IsTrue(d.Status.Conditions, names.ConditionControllerProgressing) &&
-			!conditions.IsTrue(d.Status.Conditions, names.ConditionNodeProgressing) {
+			env.ConditionTrue(d.Status.Conditions, names.ConditionControllerAvailable) &&
+			env.ConditionTrue(d.Status.Conditions, names.ConditionNodeAvailable) &&
+			!env.ConditionTrue(d.Status.Conditions, names.ConditionControllerProgressing) &&
+			!env.ConditionTrue(d.Status.Conditions, names.ConditionNodeProgressing) {
 			return nil
 		}
 		select {

@@ -29,7 +29,6 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/imagetars"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/procs"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/realnode"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
@@ -244,8 +243,8 @@ func waitAvailable(ctx context.Context, c client.Client, exited <-chan error, ti
 	for {
 		d := &operatorv1.ClusterCSIDriver{}
 		if err := c.Get(ctx, client.ObjectKey{Name: names.ClusterCSIDriverName}, d); err == nil &&
-			conditions.IsTrue(d.Status.Conditions, names.ConditionControllerAvailable) &&
-			conditions.IsTrue(d.Status.Conditions, names.ConditionNodeAvailable) {
+			env.ConditionTrue(d.Status.Conditions, names.ConditionControllerAvailable) &&
+			env.ConditionTrue(d.Status.Conditions, names.ConditionNodeAvailable) {
 			return d, nil
 		}
 		select {
