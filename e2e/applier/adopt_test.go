@@ -61,11 +61,7 @@ func TestApplier_Adopting(t *testing.T) {
 		g.Expect(live.Data).To(Equal(map[string]string{"kept": "new"}))
 		g.Expect(live.Labels).To(Equal(map[string]string{"managed": "yes"}))
 		g.Expect(live.Annotations).To(Equal(map[string]string{"user.example.com/note": "mine"}))
-		var owners []string
-		for _, f := range live.ManagedFields {
-			owners = append(owners, f.Manager+" "+string(f.Operation))
-		}
-		g.Expect(owners).To(ConsistOf(testOwner+" Apply", "kubectl-edit Update"))
+		g.Expect(owners(live)).To(ConsistOf(testOwner+" Apply", "kubectl-edit Update"))
 	}
 	// methods returns the method and content type of the requests about ConfigMaps, leaving
 	// out the discovery requests a new client sends first.

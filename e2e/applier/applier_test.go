@@ -852,3 +852,13 @@ func startCache(t *testing.T, cfg *rest.Config, opts cache.Options) cache.Cache 
 	}
 	return ca
 }
+
+// owners returns the field managers of obj with their operation ("Apply", or "Update" for a
+// create or an update), which tell how the applier wrote it.
+func owners(obj client.Object) []string {
+	var out []string
+	for _, m := range obj.GetManagedFields() {
+		out = append(out, m.Manager+" "+string(m.Operation))
+	}
+	return out
+}

@@ -52,17 +52,6 @@ func NewUpdateFallback(kinds ...schema.GroupKind) *UpdateFallback {
 	return f
 }
 
-// Active reports whether objects of kind gk are written with create and update.
-func (f *UpdateFallback) Active(gk schema.GroupKind) bool {
-	if f == nil {
-		return false
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_, on := f.on[gk]
-	return on
-}
-
 // activate switches kind gk to create and update if err is a refusal of the API server and the
 // kind may fall back, and reports whether it did. The first switch of a kind is logged.
 func (f *UpdateFallback) activate(ctx context.Context, gk schema.GroupKind, err error) bool {
