@@ -91,7 +91,7 @@ func (r *Reconciler) mayWrite(ctx context.Context, q *access.Question, resource 
 }
 
 // monitorsWatchable reports whether the operator may list and watch ServiceMonitors in the
-// controller namespace, asking q (again after its interval while the answer is no, so that a
+// controller namespace, asking gate (again after its interval while the answer is no, so that a
 // grant made after start is taken up). Its own install grants both; the Role
 // cluster-storage-operator gives csi-operator's ServiceAccount grants get, create, update, patch
 // and delete only, because library-go reads the ServiceMonitor with a GET each time. Without
@@ -100,9 +100,9 @@ func (r *Reconciler) mayWrite(ctx context.Context, q *access.Question, resource 
 // from the API server at each reconcile that applies or deletes them, and not watched: an edit
 // of one is repaired at the next reconcile (any input's change, or the topology recheck), not at
 // once. Once allowed, the watch starts at the first reconcile after the question was asked again.
-func monitorsWatchable(ctx context.Context, q *access.Gate, c client.Client, namespace string) (bool, error) {
+func monitorsWatchable(ctx context.Context, gate *access.Gate, c client.Client, namespace string) (bool, error) {
 	// The watch itself starts later, once the kind is served (Reconciler.monitors).
-	return q.Open(ctx, c, namespace, serviceMonitorGVK.Group, "servicemonitors", nil,
+	return gate.Open(ctx, c, namespace, serviceMonitorGVK.Group, "servicemonitors", nil,
 		"ServiceMonitors may not be listed or watched: reading the operator's ServiceMonitors directly, without a watch", "namespace", namespace)
 }
 
