@@ -86,8 +86,8 @@ const HashInput = "configmap-cloud-conf"
 const HashAnnotation = "cinder.csi.openshift.io/data-hash"
 
 // Contents is what the node copy carries, decoded: what the controlplane manager writes and the
-// guest manager reads. Its zero value is not the defaults: Decode of an empty ConfigMap has
-// SnapshotForceCreate true.
+// guest manager reads. Its zero value is not the defaults, because SnapshotForceCreate's default
+// is true; start from Defaults.
 type Contents struct {
 	// CloudConf is cloud.conf; Topology is enable_topology; CABundle is ca-bundle.pem, "" when
 	// absent.
@@ -109,6 +109,10 @@ type Contents struct {
 	// key: true unless the user set it to "false". The same convention holds on both sides.
 	SnapshotForceCreate bool
 }
+
+// Defaults returns the Contents that decide nothing: what Decode gives for no data, the zero
+// value but SnapshotForceCreate.
+func Defaults() Contents { return Contents{SnapshotForceCreate: true} }
 
 // Encode returns the node copy's data for c. Zone lists are written sorted and without repeats;
 // a key whose value is the default of its absence is left out, as every release has written

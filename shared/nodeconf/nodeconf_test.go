@@ -36,7 +36,7 @@ func TestRoundTrip(t *testing.T) {
 		in   Contents
 	}{
 		{name: "When nothing is set, it should give back the zero value", in: Contents{}},
-		{name: "When only the defaults are set, it should give them back", in: Contents{SnapshotForceCreate: true}},
+		{name: "When only the defaults are set, it should give them back", in: Defaults()},
 		{name: "When the driver's keys alone are set, it should give them back",
 			in: Contents{CloudConf: "[BlockStorage]\n", Topology: true, CABundle: "-----BEGIN CERTIFICATE-----\n", SnapshotForceCreate: true}},
 		{name: "When a listing found no zone, it should keep the empty lists apart from none",
@@ -57,6 +57,31 @@ func TestRoundTrip(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(got).To(Equal(tt.in))
 		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	g := NewWithT(t)
+	got, err := Decode(nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal(Defaults()), "no data decides nothing")
+	g.Expect(Encode(Defaults())).To(Equal(map[string]string{KeyCloudConf: "", KeyEnableTopology: "false"}), "the defaults are written as no key")
+}
+
+// TestRoundTripDecided checks that the per-zone classes zoneclasses.Decide makes, pinned or not,
+// cross the wire unchanged.
+func TestRoundTripDecided(t *testing.T) {
+	compute, volume := []string{"a", "az-b", "nova"}, []string{"a", "ceph", "vol-b"}
+	mapping := zoneclasses.Mapping{"az-b": "vol-b", "nova": "ceph"}
+	for _, topology := range []bool{true, false} {
+		g := NewWithT(t)
+		in := Defaults()
+		in.VolumeZones, in.ComputeZones, in.Topology = volume, compute, topology
+		in.ZoneClasses = zoneclasses.Decide(compute, volume, mapping, topology)
+		g.Expect(in.ZoneClasses).To(HaveLen(3))
+		got, err := Decode(Encode(in))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).To(Equal(in), "topology %t", topology)
 	}
 }
 
