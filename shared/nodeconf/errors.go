@@ -6,7 +6,7 @@ import (
 )
 
 // KeyError says that the value of one key of the node copy does not decode, and why. The reason
-// never quotes the value.
+// does not repeat the value.
 type KeyError struct {
 	Key    string
 	Reason string

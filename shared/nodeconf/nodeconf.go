@@ -2,6 +2,7 @@ package nodeconf
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -192,6 +193,9 @@ func Decode(data map[string]string) (Contents, error) {
 	return c, nil
 }
 
+// errNotSwitch is the reason of a switch that is neither "true" nor "false".
+var errNotSwitch = errors.New(`is not "true" or "false"`)
+
 // parseBool parses a switch as strconv.FormatBool writes it. Every release wrote "true" or
 // "false" exactly; csi-operator's enable_topology too.
 func parseBool(v string) (bool, error) {
@@ -201,7 +205,7 @@ func parseBool(v string) (bool, error) {
 	case "false":
 		return false, nil
 	}
-	return false, fmt.Errorf(`is not "true" or "false"`)
+	return false, errNotSwitch
 }
 
 // encodeClasses returns the value of KeyZoneClasses for classes, a JSON list.
