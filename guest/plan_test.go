@@ -596,3 +596,29 @@ func TestDesiredSnapshotClassDefault(t *testing.T) {
 		g.Expect(vsc.Annotations).To(HaveKeyWithValue(annotation, "false"))
 	})
 }
+
+func TestUndecodable(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		data map[string]string
+		want string
+	}{
+		{name: "When one key does not decode, it should name it",
+			data: map[string]string{nodeconf.KeyZoneClasses: "["},
+			want: "Key zone_classes of ConfigMap openshift-cluster-csi-drivers/cloud-conf, which the controlplane manager writes, does not decode; " +
+				"the per-zone StorageClasses are left as they are."},
+		{name: "When several keys do not decode, it should name them all",
+			data: map[string]string{nodeconf.KeyZoneClasses: "[", nodeconf.KeyEnableTopology: "yes"},
+			want: "Keys enable_topology, zone_classes of ConfigMap openshift-cluster-csi-drivers/cloud-conf, which the controlplane manager writes, do not decode; " +
+				"the per-zone StorageClasses are left as they are."},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			_, err := nodeconf.Decode(tt.data)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(undecodable(err, true)).To(Equal(tt.want))
+		})
+	}
+}
