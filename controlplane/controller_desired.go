@@ -21,6 +21,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
@@ -95,25 +96,17 @@ type controllerInputs struct {
 // (and so gophercloud) finds system roots, so a proxy with its own CA works.
 const trustedCAVolume = "non-standard-root-system-trust-ca-bundle"
 
-// desiredCloudConf returns a cloud-conf ConfigMap: the generated cloud.conf, the topology
-// decision, when one exists, the OpenStack CA bundle and, for the node copy, the decisions extra
-// carries for the guest manager.
-func desiredCloudConf(namespace, name, cloudConf string, enableTopology bool, caBundle string, extra map[string]string) *corev1.ConfigMap {
+// desiredCloudConf returns a cloud-conf ConfigMap holding c (nodeconf.Encode), sealed with the
+// hash of its data: the controller copy holds the driver's keys alone (the generated cloud.conf,
+// the topology decision and, when one exists, the OpenStack CA bundle), the node copy also the
+// decisions for the guest manager.
+func desiredCloudConf(namespace, name string, c nodeconf.Contents) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-		Data: map[string]string{
-			names.KeyCloudConf:      cloudConf,
-			names.KeyEnableTopology: strconv.FormatBool(enableTopology),
-		},
+		Data:       nodeconf.Encode(c),
 	}
-	if caBundle != "" {
-		cm.Data[names.KeyCABundle] = caBundle
-	}
-	for k, v := range extra {
-		cm.Data[k] = v
-	}
-	cm.Annotations = map[string]string{names.DataHashAnnotation: confighash.Data(cm.Data, nil)}
+	nodeconf.Seal(cm)
 	operand.Managed(cm)
 	return cm
 }

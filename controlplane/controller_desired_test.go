@@ -19,6 +19,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
@@ -56,8 +57,8 @@ func hyperShiftInputs() controllerInputs {
 		PodLabels: map[string]string{"team": "storage", "app": "hcp-wants-this"},
 		Verbosity: 2,
 		Hashes: map[string]string{
-			hashCloudConf:   "c0ffee",
-			hashCredentials: "5ec4e7",
+			nodeconf.HashInput: "c0ffee",
+			hashCredentials:    "5ec4e7",
 		},
 	}
 }
@@ -351,10 +352,12 @@ func TestDesiredController(t *testing.T) {
 		},
 		{
 			name: "When hashes are given, it should annotate the pod template with each and skip empty ones",
-			edit: func(in *controllerInputs) { in.Hashes = map[string]string{hashCloudConf: "abc", hashCredentials: ""} },
+			edit: func(in *controllerInputs) {
+				in.Hashes = map[string]string{nodeconf.HashInput: "abc", hashCredentials: ""}
+			},
 			check: func(g Gomega, dep *appsv1.Deployment) {
 				ann := dep.Spec.Template.Annotations
-				g.Expect(ann).To(HaveKeyWithValue(confighash.AnnotationKey(hashCloudConf), "abc"))
+				g.Expect(ann).To(HaveKeyWithValue(confighash.AnnotationKey(nodeconf.HashInput), "abc"))
 				g.Expect(ann).NotTo(HaveKey(confighash.AnnotationKey(hashCredentials)))
 			},
 		},
@@ -490,11 +493,14 @@ func TestDesiredCloudConf(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			cm := desiredCloudConf(hcpNamespace, names.CloudConfConfigMap, "conf", tt.topology, tt.ca, nil)
+			c := nodeconf.Defaults()
+			c.CloudConf, c.Topology, c.CABundle = "conf", tt.topology, tt.ca
+			cm := desiredCloudConf(hcpNamespace, names.CloudConfConfigMap, c)
 			g.Expect(cm.Namespace).To(Equal(hcpNamespace))
 			g.Expect(cm.Name).To(Equal(names.CloudConfConfigMap))
 			g.Expect(cm.Data).To(Equal(tt.want))
 			g.Expect(cm.Labels).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue))
+			g.Expect(nodeconf.Usable(cm)).To(BeTrue(), "sealed with its data's hash")
 		})
 	}
 }

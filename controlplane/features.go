@@ -8,13 +8,15 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
 
 // This file reads the opt-in feature keys of the user's openshift-config/cinder-csi-config and
-// turns the decisions they ask for into keys of the node copy of cloud-conf, where the guest
-// manager finds them. Only cinder-csi-config carries them: the installer's cloud provider config
-// is the cloud provider's file, and a cluster without either runs with every feature off.
+// turns the decisions they ask for into the node copy of cloud-conf (nodeconf.Contents), where
+// the guest manager finds them. Only cinder-csi-config carries them: the installer's cloud
+// provider config is the cloud provider's file, and a cluster without either runs with every
+// feature off.
 
 // features are the feature keys as resolved.
 type features struct {
@@ -130,12 +132,12 @@ type zoneRecord struct {
 // the zones the node copy records stay in force, as the topology decision does (chooseTopology).
 // A successful listing always holds zones (openstack.DetectTopology fails on an empty list), so an
 // offline Detection without zones reads as no listing.
-func chooseZones(det Detection, liveNode map[string]string) zoneRecord {
+func chooseZones(det Detection, liveNode nodeconf.Contents) zoneRecord {
 	if det.Failure == "" && len(det.VolumeZones) > 0 {
 		return zoneRecord{Compute: det.ComputeZones, Volume: det.VolumeZones, Known: true}
 	}
-	if volume := zoneclasses.SplitZones(liveNode[names.KeyVolumeZones]); len(volume) > 0 {
-		return zoneRecord{Compute: zoneclasses.SplitZones(liveNode[names.KeyComputeZones]), Volume: volume, Known: true}
+	if len(liveNode.VolumeZones) > 0 {
+		return zoneRecord{Compute: liveNode.ComputeZones, Volume: liveNode.VolumeZones, Known: true}
 	}
 	if len(det.VolumeZones) > 0 {
 		return zoneRecord{Compute: det.ComputeZones, Volume: det.VolumeZones, Known: true}
@@ -143,33 +145,26 @@ func chooseZones(det Detection, liveNode map[string]string) zoneRecord {
 	return zoneRecord{}
 }
 
-// nodeDecisions returns the keys the node copy of cloud-conf carries besides cloud.conf,
+// nodeDecisions returns what the node copy of cloud-conf carries besides cloud.conf,
 // enable_topology and the CA, for the guest manager: the zones, the per-zone classes decided
 // under the topology decision in force, and the snapshot class settings. None of them is in
-// names.NodeCloudConfKeys, so none rolls the node plugin, and the controller copy carries none.
-func nodeDecisions(f features, zones zoneRecord, topology bool) map[string]string {
-	out := map[string]string{}
+// nodeconf.PluginKeys, so none rolls the node plugin, and the controller copy carries none.
+func nodeDecisions(f features, zones zoneRecord, topology bool) nodeconf.Contents {
+	c := nodeconf.Contents{SnapshotForceCreate: f.SnapshotForceCreate}
 	if zones.Known {
-		out[names.KeyVolumeZones] = strings.Join(zones.Volume, ",")
+		// Recorded once known, even without a zone: a listing succeeded.
+		c.VolumeZones = append([]string{}, zones.Volume...)
 		if len(zones.Compute) > 0 {
-			out[names.KeyComputeZones] = strings.Join(zones.Compute, ",")
+			c.ComputeZones = zones.Compute
 		}
 		if f.ZoneClasses {
-			if enc := zoneclasses.Encode(zoneclasses.Decide(zones.Compute, zones.Volume, f.Mapping, topology)); enc != "" {
-				out[names.KeyZoneClasses] = enc
-			}
+			c.ZoneClasses = zoneclasses.Decide(zones.Compute, zones.Volume, f.Mapping, topology)
 		}
 	}
 	if f.BackupClass {
-		out[names.KeyBackupSnapshotClass] = "true"
-		if f.BackupZone != "" {
-			out[names.KeyBackupAvailabilityZone] = f.BackupZone
-		}
+		c.BackupClass, c.BackupZone = true, f.BackupZone
 	}
-	if !f.SnapshotForceCreate {
-		out[names.KeySnapshotForceCreate] = "false"
-	}
-	return out
+	return c
 }
 
 // needsZones reports whether f needs a zone listing even when the user decides topology: the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
@@ -94,7 +95,7 @@ func TestParseFeatures(t *testing.T) {
 func TestChooseZones(t *testing.T) {
 	t.Parallel()
 	yes := true
-	live := map[string]string{names.KeyComputeZones: "c1,c2", names.KeyVolumeZones: "v2,v1"}
+	live := map[string]string{nodeconf.KeyComputeZones: "c1,c2", nodeconf.KeyVolumeZones: "v2,v1"}
 	for _, tt := range []struct {
 		name string
 		det  Detection
@@ -118,7 +119,10 @@ func TestChooseZones(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			NewWithT(t).Expect(chooseZones(tt.det, tt.live)).To(Equal(tt.want))
+			g := NewWithT(t)
+			live, err := nodeconf.Decode(tt.live)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(chooseZones(tt.det, live)).To(Equal(tt.want))
 		})
 	}
 }
@@ -138,23 +142,27 @@ func TestNodeDecisions(t *testing.T) {
 	}{
 		{name: "When no feature is on and no zone is known, it should add nothing", f: defaultFeatures(), want: map[string]string{}},
 		{name: "When no feature is on, it should still record the zones", f: defaultFeatures(), zones: zones,
-			want: map[string]string{names.KeyVolumeZones: "az1,az2,ceph", names.KeyComputeZones: "az1,az2,nova"}},
+			want: map[string]string{nodeconf.KeyVolumeZones: "az1,az2,ceph", nodeconf.KeyComputeZones: "az1,az2,nova"}},
 		{name: "When per-zone classes are on with topology, it should pin each volume zone to its compute zones, mapped ones included", f: on, zones: zones, topology: true,
-			want: map[string]string{names.KeyVolumeZones: "az1,az2,ceph", names.KeyComputeZones: "az1,az2,nova",
-				names.KeyZoneClasses: `[{"volumeZone":"az1","computeZones":["az1"]},{"volumeZone":"az2","computeZones":["az2"]},{"volumeZone":"ceph","computeZones":["nova"]}]`}},
+			want: map[string]string{nodeconf.KeyVolumeZones: "az1,az2,ceph", nodeconf.KeyComputeZones: "az1,az2,nova",
+				nodeconf.KeyZoneClasses: `[{"volumeZone":"az1","computeZones":["az1"]},{"volumeZone":"az2","computeZones":["az2"]},{"volumeZone":"ceph","computeZones":["nova"]}]`}},
 		{name: "When per-zone classes are on without topology, it should give every volume zone an unpinned class", f: on, zones: zones,
-			want: map[string]string{names.KeyVolumeZones: "az1,az2,ceph", names.KeyComputeZones: "az1,az2,nova",
-				names.KeyZoneClasses: `[{"volumeZone":"az1"},{"volumeZone":"az2"},{"volumeZone":"ceph"}]`}},
+			want: map[string]string{nodeconf.KeyVolumeZones: "az1,az2,ceph", nodeconf.KeyComputeZones: "az1,az2,nova",
+				nodeconf.KeyZoneClasses: `[{"volumeZone":"az1"},{"volumeZone":"az2"},{"volumeZone":"ceph"}]`}},
 		{name: "When per-zone classes are on but no zone is known, it should write no class key", f: on, topology: true, want: map[string]string{}},
 		{name: "When the backup class is asked for in a zone and force-create is off, it should carry both settings",
 			f:    features{BackupClass: true, BackupZone: "az2"},
-			want: map[string]string{names.KeyBackupSnapshotClass: "true", names.KeyBackupAvailabilityZone: "az2", names.KeySnapshotForceCreate: "false"}},
+			want: map[string]string{nodeconf.KeyBackupSnapshotClass: "true", nodeconf.KeyBackupAvailabilityZone: "az2", nodeconf.KeySnapshotForceCreate: "false"}},
 		{name: "When the backup class is asked for without a zone, it should carry no zone", f: features{BackupClass: true, SnapshotForceCreate: true},
-			want: map[string]string{names.KeyBackupSnapshotClass: "true"}},
+			want: map[string]string{nodeconf.KeyBackupSnapshotClass: "true"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			NewWithT(t).Expect(nodeDecisions(tt.f, tt.zones, tt.topology)).To(Equal(tt.want))
+			// The keys the decisions add to the node copy, cloud.conf and enable_topology aside.
+			got := nodeconf.Encode(nodeDecisions(tt.f, tt.zones, tt.topology))
+			delete(got, nodeconf.KeyCloudConf)
+			delete(got, nodeconf.KeyEnableTopology)
+			NewWithT(t).Expect(got).To(Equal(tt.want))
 		})
 	}
 }
@@ -218,13 +226,13 @@ func TestDesiredFeatures(t *testing.T) {
 				g.Expect(pOn.Apply[i].Object).To(Equal(pOff.Apply[i].Object), "%T %s", pOn.Apply[i].Object, pOn.Apply[i].Object.GetName())
 			}
 			node := planNodeCopy(g, pOn)
-			g.Expect(node.Data).To(HaveKeyWithValue(names.KeyZoneClasses,
+			g.Expect(node.Data).To(HaveKeyWithValue(nodeconf.KeyZoneClasses,
 				`[{"volumeZone":"az1","computeZones":["az1"]},{"volumeZone":"az2","computeZones":["az2"]},{"volumeZone":"ceph","computeZones":["nova"]}]`))
-			g.Expect(node.Data).To(HaveKeyWithValue(names.KeyBackupSnapshotClass, "true"))
-			g.Expect(node.Data).To(HaveKeyWithValue(names.KeyBackupAvailabilityZone, "az2"))
-			g.Expect(node.Data).To(HaveKeyWithValue(names.KeySnapshotForceCreate, "false"))
-			g.Expect(planNodeCopy(g, pOff).Data).To(HaveKeyWithValue(names.KeyVolumeZones, "az1,az2,ceph"))
-			for _, k := range names.NodeCloudConfKeys {
+			g.Expect(node.Data).To(HaveKeyWithValue(nodeconf.KeyBackupSnapshotClass, "true"))
+			g.Expect(node.Data).To(HaveKeyWithValue(nodeconf.KeyBackupAvailabilityZone, "az2"))
+			g.Expect(node.Data).To(HaveKeyWithValue(nodeconf.KeySnapshotForceCreate, "false"))
+			g.Expect(planNodeCopy(g, pOff).Data).To(HaveKeyWithValue(nodeconf.KeyVolumeZones, "az1,az2,ceph"))
+			for _, k := range nodeconf.PluginKeys {
 				g.Expect(node.Data[k]).To(Equal(planNodeCopy(g, pOff).Data[k]), "the node plugin's key %s", k)
 			}
 		})
@@ -238,7 +246,7 @@ func TestDesiredFeatures(t *testing.T) {
 			after := withFeatures(mode.state(), true)
 			after.Detection = Detection{Failure: openstack.ReasonUnreachable, Pending: false}
 			after.Inputs.NodeCloudConf = live
-			after.Inputs.CloudConf = &corev1.ConfigMap{Data: map[string]string{names.KeyEnableTopology: "true"}}
+			after.Inputs.CloudConf = &corev1.ConfigMap{Data: map[string]string{nodeconf.KeyEnableTopology: "true"}}
 			p := desiredPlan(t, mode.rc, after)
 			g.Expect(planNodeCopy(g, p).Data).To(Equal(live.Data))
 			g.Expect(p.Topology.Failure).To(Equal(openstack.ReasonUnreachable))
@@ -252,8 +260,8 @@ func TestDesiredFeatures(t *testing.T) {
 			after.Inputs.UserConfig.Data[names.KeyZoneMapping] = ""
 			after.Detection = Detection{Failure: openstack.ReasonTimeout}
 			after.Inputs.NodeCloudConf = live
-			after.Inputs.CloudConf = &corev1.ConfigMap{Data: map[string]string{names.KeyEnableTopology: "true"}}
-			g.Expect(planNodeCopy(g, desiredPlan(t, mode.rc, after)).Data).To(HaveKeyWithValue(names.KeyZoneClasses,
+			after.Inputs.CloudConf = &corev1.ConfigMap{Data: map[string]string{nodeconf.KeyEnableTopology: "true"}}
+			g.Expect(planNodeCopy(g, desiredPlan(t, mode.rc, after)).Data).To(HaveKeyWithValue(nodeconf.KeyZoneClasses,
 				`[{"volumeZone":"az1","computeZones":["az1"]},{"volumeZone":"az2","computeZones":["az2"]}]`))
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 // Inputs is everything the controlplane manager reads from the two clusters, each nil when it does
@@ -82,7 +83,7 @@ func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.CredentialsSecret}, &creds, func() { in.Credentials = &creds }),
 		get(r.Guest, client.ObjectKey{Namespace: names.OpenShiftConfigNamespace, Name: names.UserConfigMap}, &userCM, func() { in.UserConfig = &userCM }),
 		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.CloudConfConfigMap}, &cloudConf, func() { in.CloudConf = &cloudConf }),
-		get(r.Guest, client.ObjectKey{Namespace: names.GuestNamespace, Name: names.NodeCloudConf(r.Config.HyperShift)}, &nodeConf, func() { in.NodeCloudConf = &nodeConf }),
+		get(r.Guest, client.ObjectKey{Namespace: names.GuestNamespace, Name: nodeconf.Name(r.Config.HyperShift)}, &nodeConf, func() { in.NodeCloudConf = &nodeConf }),
 		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.ControllerDeployment}, &dep, func() { in.Deployment = &dep }),
 		get(r.Mgmt, client.ObjectKey{Namespace: ns, Name: names.TrustedCABundleConfigMap}, &trustedCA, func() { in.TrustedCA = &trustedCA }),
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
@@ -117,7 +118,7 @@ func CacheOptions(cfg Config) (mgmt, guest cache.Options) {
 		},
 	}
 	guestConfigMaps := map[string]cache.Config{
-		names.GuestNamespace:           {FieldSelector: clusters.ByName(names.NodeCloudConf(cfg.HyperShift))},
+		names.GuestNamespace:           {FieldSelector: clusters.ByName(nodeconf.Name(cfg.HyperShift))},
 		names.OpenShiftConfigNamespace: {FieldSelector: clusters.ByName(names.UserConfigMap)},
 	}
 	guest = cache.Options{

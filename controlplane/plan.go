@@ -14,6 +14,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
@@ -183,7 +184,7 @@ func desired(d *manifests.Decoder, rc Config, s State, res *resolution) (*Plan, 
 		p.Topology.OverrideFrom = cfg.Source.ref()
 	}
 	p.ConfigSource = cfg.Source
-	cfg.NodeExtra = nodeDecisions(cfg.Features, chooseZones(s.Detection, cfg.LiveNode), p.Topology.Enabled)
+	cfg.Node = nodeDecisions(cfg.Features, chooseZones(s.Detection, cfg.LiveNode), p.Topology.Enabled)
 	p.Warnings = warnings(cfg, s.Detection)
 	steps, err := objects(d, rc, cfg, s.Inputs.Credentials, s.Inputs.Deployment, p.Topology.Enabled)
 	if err != nil {
@@ -216,11 +217,16 @@ func (p *Plan) holdServiceAccount(pods []string) {
 // next to the controller.
 func objects(d *manifests.Decoder, rc Config, cfg *settings, credentials *corev1.Secret, live *appsv1.Deployment, enableTopology bool) ([]plan.Step, error) {
 	ns := rc.Namespace
-	controllerConf := desiredCloudConf(ns, names.CloudConfConfigMap, cfg.ControllerConf, enableTopology, cfg.CABundle, nil)
+	controller := nodeconf.Defaults()
+	controller.CloudConf, controller.Topology, controller.CABundle = cfg.ControllerConf, enableTopology, cfg.CABundle
+	controllerConf := desiredCloudConf(ns, names.CloudConfConfigMap, controller)
 	cfg.Source.annotate(controllerConf)
 	// The node copy alone carries the decisions for the guest manager: a change of a class
-	// setting must not roll the controller, whose pod template hashes its own copy.
-	nodeConf := desiredCloudConf(names.GuestNamespace, names.NodeCloudConf(rc.HyperShift), cfg.NodeConf, enableTopology, "", cfg.NodeExtra)
+	// setting must not roll the controller, whose pod template hashes its own copy. The node
+	// plugin talks to no OpenStack API, so the node copy carries no CA.
+	node := cfg.Node
+	node.CloudConf, node.Topology = cfg.NodeConf, enableTopology
+	nodeConf := desiredCloudConf(names.GuestNamespace, nodeconf.Name(rc.HyperShift), node)
 
 	objs, err := desiredControllerObjects(d, controllerInputs{
 		HyperShift:      rc.HyperShift,
@@ -241,8 +247,8 @@ func objects(d *manifests.Decoder, rc Config, cfg *settings, credentials *corev1
 		Hashes: map[string]string{
 			// The hash of the ConfigMap as it will be applied, so the first rollout already
 			// carries the final value.
-			hashCloudConf:   confighash.ConfigMap(controllerConf),
-			hashCredentials: confighash.SecretKeys(credentials, names.KeyCloudsYAML),
+			nodeconf.HashInput: confighash.ConfigMap(controllerConf),
+			hashCredentials:    confighash.SecretKeys(credentials, names.KeyCloudsYAML),
 			// A proxy change rolls the controller (empty, so no annotation, without a proxy),
 			// and so does a change of a trusted CA bundle.
 			hashProxy:                 proxyHash(cfg.Proxy),

@@ -13,9 +13,8 @@ import (
 // annotations and the topology decision with its sources. The plan (plan.go) decides them; the
 // reconciler, the status and the listings in the background only read them.
 
-// Hash input names, one pod-template annotation each.
+// Hash input names, one pod-template annotation each; cloud-conf's is nodeconf.HashInput.
 const (
-	hashCloudConf   = "configmap-cloud-conf"
 	hashCredentials = "secret-openstack-cloud-credentials"
 	hashProxy       = "proxy-cluster"
 	hashTrustedCA   = "configmap-trusted-ca-bundle"

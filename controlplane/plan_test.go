@@ -16,6 +16,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
@@ -313,8 +314,8 @@ func TestDesired(t *testing.T) {
 			if !ok || !strings.HasPrefix(cm.Name, names.CloudConfConfigMap) {
 				continue
 			}
-			g.Expect(cm.Data[names.KeyCloudConf]).To(ContainSubstring("ignore-volume-az = yes"), cm.Name)
-			g.Expect(cm.Data[names.KeyCloudConf]).NotTo(ContainSubstring("trust-device-path"), cm.Name)
+			g.Expect(cm.Data[nodeconf.KeyCloudConf]).To(ContainSubstring("ignore-volume-az = yes"), cm.Name)
+			g.Expect(cm.Data[nodeconf.KeyCloudConf]).NotTo(ContainSubstring("trust-device-path"), cm.Name)
 			if cm.Name == names.CloudConfConfigMap {
 				g.Expect(cm.Annotations).To(HaveKeyWithValue(names.ConfigSourceAnnotation, "openshift-config/cloud-provider-config, key config"))
 			} else {

@@ -31,6 +31,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/metrics"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
@@ -81,7 +82,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, mgmt, guest cluster.Clus
 		Named("controlplane").
 		WatchesRawSource(clusters.Watch(guestCache, &operatorv1.ClusterCSIDriver{}, clusters.DriverChanged)).
 		WatchesRawSource(clusters.Watch(guestCache, &corev1.ConfigMap{}, predicate.Or(
-			clusters.Named(names.NodeCloudConf(r.Config.HyperShift), names.UserConfigMap),
+			clusters.Named(nodeconf.Name(r.Config.HyperShift), names.UserConfigMap),
 			// Standalone: the installer's cloud provider config, named by Infrastructure (whose
 			// own events cover a change of the name), with the CA and the fallback settings.
 			predicate.NewPredicateFuncs(func(o client.Object) bool {

@@ -17,6 +17,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 )
 
@@ -55,11 +56,11 @@ type settings struct {
 	// configuration holds that the driver never sees or does not know (the warnings').
 	Features features
 	Report   cloudconfig.Report
-	// LiveNode is the data of the live node copy of cloud-conf: the zones it records stay in
-	// force while OpenStack cannot be asked. NodeExtra is what the node copy carries besides
-	// cloud.conf and enable_topology (nodeDecisions), filled in by Desired.
-	LiveNode  map[string]string
-	NodeExtra map[string]string
+	// LiveNode is the live node copy of cloud-conf, decoded: the zones it records stay in force
+	// while OpenStack cannot be asked. Node is what the node copy carries besides cloud.conf
+	// and enable_topology (nodeDecisions), filled in by Desired.
+	LiveNode nodeconf.Contents
+	Node     nodeconf.Contents
 	// Source is where the driver settings (the [BlockStorage] of both confs, Override) come
 	// from.
 	Source configSource
@@ -165,10 +166,14 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*setti
 	problems = append(problems, resolveDriverConfig(rc, cfg, in)...)
 
 	if in.NodeCloudConf != nil {
-		cfg.LiveNode = in.NodeCloudConf.Data
+		// Only its zones are read, and they decode whatever else does not: a key that does
+		// not decode is the guest manager's to report, and must not cost the recorded zones.
+		cfg.LiveNode, _ = nodeconf.Decode(in.NodeCloudConf.Data)
 	}
 	if in.CloudConf != nil {
-		switch in.CloudConf.Data[names.KeyEnableTopology] {
+		// Absent or not a switch (a controller copy not yet written, or edited): no last known
+		// decision.
+		switch in.CloudConf.Data[nodeconf.KeyEnableTopology] {
 		case "true":
 			cfg.LastTopology = ptr.To(true)
 		case "false":

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 )
 
@@ -105,7 +106,7 @@ func TestResolve(t *testing.T) {
 				"at clouds.openstack.verify (line 3): it must be true or false."}},
 		{name: "When the live cloud-conf holds a decision, it should keep it as the last known one", rc: hyperShiftConfig(),
 			in: func(in *Inputs) {
-				in.CloudConf = &corev1.ConfigMap{Data: map[string]string{names.KeyEnableTopology: "true"}}
+				in.CloudConf = &corev1.ConfigMap{Data: map[string]string{nodeconf.KeyEnableTopology: "true"}}
 			},
 			check: func(g Gomega, c *settings) { g.Expect(c.LastTopology).To(HaveValue(BeTrue())) }},
 		{name: "When standalone without an infrastructure name yet, it should wait for it", rc: standaloneConfig(),

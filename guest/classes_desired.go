@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
@@ -27,45 +29,25 @@ const (
 	paramForceCreate  = "force-create"
 )
 
-// features is what the node copy of cloud-conf decides for the classes. Known is false while the
-// node copy is missing or still csi-operator's: then nothing here is decided, and what exists is
-// left as it is.
+// features is what the node copy of cloud-conf decides for the classes, decoded. Known is false
+// while the node copy is missing or still csi-operator's (not nodeconf.Usable): then nothing here
+// is decided, and what exists is left as it is.
 type features struct {
 	Known bool
-	// Topology is enable_topology "true".
-	Topology bool
-	// Classes are the per-zone classes (zone_classes); ClassesErr is set when the key does not
-	// decode, and then the classes are left as they are.
-	Classes    []zoneclasses.Class
-	ClassesErr error
-	// VolumeZones are the volume zones of the last listing that succeeded; nil before one did.
-	VolumeZones []string
-	// Backup is backup_snapshot_class "true"; BackupZone its backup_availability_zone.
-	Backup     bool
-	BackupZone string
-	// NoForceCreate is snapshot_force_create "false".
-	NoForceCreate bool
+	nodeconf.Contents
+	// Err is set when keys of the node copy do not decode (a nodeconf.DecodeError, which names
+	// them): then the per-zone classes are left as they are, and each key that does not decode
+	// reads as its default.
+	Err error
 }
 
-// readFeatures decodes the feature keys of the node copy, usable when it is the controlplane
-// manager's (see Desired).
+// readFeatures decodes the node copy, usable when it is the controlplane manager's (see Desired).
 func readFeatures(cm *corev1.ConfigMap, usable bool) features {
 	if cm == nil || !usable {
 		return features{}
 	}
-	f := features{
-		Known:         true,
-		Topology:      cm.Data[names.KeyEnableTopology] == "true",
-		Backup:        cm.Data[names.KeyBackupSnapshotClass] == "true",
-		BackupZone:    strings.TrimSpace(cm.Data[names.KeyBackupAvailabilityZone]),
-		NoForceCreate: cm.Data[names.KeySnapshotForceCreate] == "false",
-	}
-	f.Classes, f.ClassesErr = zoneclasses.Decode(cm.Data[names.KeyZoneClasses])
-	if v, ok := cm.Data[names.KeyVolumeZones]; ok {
-		// Present, even empty, means a listing succeeded: not nil.
-		f.VolumeZones = append([]string{}, zoneclasses.SplitZones(v)...)
-	}
-	return f
+	c, err := nodeconf.Decode(cm.Data)
+	return features{Known: true, Contents: c, Err: err}
 }
 
 // validZoneClass reports whether c's volume zone can name a StorageClass (a DNS subdomain) and be
@@ -176,10 +158,8 @@ func sameTopologies(a, b []corev1.TopologySelectorTerm) bool {
 // so that a switch from csi-operator does not flip it twice.
 func snapshotForceCreate(f features, live *snapshotv1.VolumeSnapshotClass) string {
 	switch {
-	case f.Known && f.NoForceCreate:
-		return "false"
 	case f.Known:
-		return "true"
+		return strconv.FormatBool(f.SnapshotForceCreate)
 	case live != nil && live.Parameters[paramForceCreate] != "":
 		return live.Parameters[paramForceCreate]
 	}
@@ -255,7 +235,7 @@ func planZoneClasses(d *manifests.Decoder, f features, all []storagev1.StorageCl
 	}
 	live := zoneClassesLive(all)
 	wanted := map[string]bool{}
-	for _, c := range f.Classes {
+	for _, c := range f.ZoneClasses {
 		if !validZoneClass(c) {
 			zp.Invalid = append(zp.Invalid, c.VolumeZone)
 			continue

@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"errors"
 	"testing"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -14,6 +15,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
@@ -140,8 +142,8 @@ func TestSnapshotForceCreate(t *testing.T) {
 		live *snapshotv1.VolumeSnapshotClass
 		want string
 	}{
-		{name: "When the node copy is known and the user did not opt out, it should be true, also over csi-operator's false", f: features{Known: true}, live: live("false"), want: "true"},
-		{name: "When the user opted out, it should be false", f: features{Known: true, NoForceCreate: true}, live: live("true"), want: "false"},
+		{name: "When the node copy is known and the user did not opt out, it should be true, also over csi-operator's false", f: features{Known: true, Contents: nodeconf.Defaults()}, live: live("false"), want: "true"},
+		{name: "When the user opted out, it should be false", f: features{Known: true}, live: live("true"), want: "false"},
 		{name: "When the node copy is not known, it should keep the live value", live: live("false"), want: "false"},
 		{name: "When the node copy is not known and there is no live class, it should be true", want: "true"},
 	} {
@@ -220,20 +222,21 @@ func TestReadFeatures(t *testing.T) {
 	}{
 		{name: "When there is no node copy, it should know nothing", want: features{}},
 		{name: "When the node copy is not the controlplane manager's, it should know nothing",
-			cm: cm(map[string]string{names.KeyBackupSnapshotClass: "true"}), want: features{}},
+			cm: cm(map[string]string{nodeconf.KeyBackupSnapshotClass: "true"}), want: features{}},
 		{name: "When the node copy holds no feature key, it should decide every feature off, force-create on",
-			cm: cm(map[string]string{names.KeyCloudConf: "x", names.KeyEnableTopology: "false"}), usable: true,
-			want: features{Known: true}},
+			cm: cm(map[string]string{nodeconf.KeyCloudConf: "x", nodeconf.KeyEnableTopology: "false"}), usable: true,
+			want: features{Known: true, Contents: nodeconf.Contents{CloudConf: "x", SnapshotForceCreate: true}}},
 		{name: "When the node copy holds every feature key, it should decode them",
 			cm: cm(map[string]string{
-				names.KeyEnableTopology: "true", names.KeyZoneClasses: `[{"volumeZone":"nova","computeZones":["az1"]}]`,
-				names.KeyVolumeZones: "nova,cinder", names.KeyBackupSnapshotClass: "true", names.KeyBackupAvailabilityZone: " bz ",
-				names.KeySnapshotForceCreate: "false",
+				nodeconf.KeyEnableTopology: "true", nodeconf.KeyZoneClasses: `[{"volumeZone":"nova","computeZones":["az1"]}]`,
+				nodeconf.KeyVolumeZones: "nova,cinder", nodeconf.KeyBackupSnapshotClass: "true", nodeconf.KeyBackupAvailabilityZone: " bz ",
+				nodeconf.KeySnapshotForceCreate: "false",
 			}), usable: true,
-			want: features{Known: true, Topology: true, Classes: []zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"az1"}}},
-				VolumeZones: []string{"cinder", "nova"}, Backup: true, BackupZone: "bz", NoForceCreate: true}},
+			want: features{Known: true, Contents: nodeconf.Contents{Topology: true, ZoneClasses: []zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"az1"}}},
+				VolumeZones: []string{"cinder", "nova"}, BackupClass: true, BackupZone: "bz", SnapshotForceCreate: false}}},
 		{name: "When volume_zones is present but empty, it should know there are no volume zones",
-			cm: cm(map[string]string{names.KeyVolumeZones: ""}), usable: true, want: features{Known: true, VolumeZones: []string{}}},
+			cm: cm(map[string]string{nodeconf.KeyVolumeZones: ""}), usable: true,
+			want: features{Known: true, Contents: nodeconf.Contents{VolumeZones: []string{}, SnapshotForceCreate: true}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -243,8 +246,10 @@ func TestReadFeatures(t *testing.T) {
 
 	t.Run("When zone_classes does not decode, it should say so", func(t *testing.T) {
 		t.Parallel()
-		f := readFeatures(cm(map[string]string{names.KeyZoneClasses: "{"}), true)
-		NewWithT(t).Expect(f.ClassesErr).To(HaveOccurred())
+		f := readFeatures(cm(map[string]string{nodeconf.KeyZoneClasses: "{"}), true)
+		var de nodeconf.DecodeError
+		NewWithT(t).Expect(errors.As(f.Err, &de)).To(BeTrue())
+		NewWithT(t).Expect(de.Keys()).To(Equal([]string{nodeconf.KeyZoneClasses}))
 	})
 }
 
@@ -253,17 +258,17 @@ func TestReadFeatures(t *testing.T) {
 // adds its decisions for the guest manager.
 func TestNodeCloudConfHash(t *testing.T) {
 	t.Parallel()
-	nodeKeys := map[string]string{names.KeyCloudConf: "[BlockStorage]\n", names.KeyEnableTopology: "true", names.KeyCABundle: "-----BEGIN CERTIFICATE-----\n"}
+	nodeKeys := map[string]string{nodeconf.KeyCloudConf: "[BlockStorage]\n", nodeconf.KeyEnableTopology: "true", nodeconf.KeyCABundle: "-----BEGIN CERTIFICATE-----\n"}
 	hash := func(data map[string]string) string {
 		ds := testutil.Build(t, func(d *manifests.Decoder) (*corev1.PodTemplateSpec, error) {
 			cm := &corev1.ConfigMap{Data: data}
-			out, err := desiredNodeFor(d, testConfig(true), cm, 2)
+			out, err := desiredNodeFor(d, testConfig(true), cm, true, 2)
 			if err != nil {
 				return nil, err
 			}
 			return &out.Spec.Template, nil
 		})
-		return ds.Annotations[names.HashAnnotationPrefix+hashCloudConf]
+		return ds.Annotations[names.HashAnnotationPrefix+nodeconf.HashInput]
 	}
 	with := func(extra map[string]string) map[string]string {
 		out := map[string]string{}
@@ -285,11 +290,11 @@ func TestNodeCloudConfHash(t *testing.T) {
 	t.Run("When the controlplane manager adds its decisions, it should not change the hash", func(t *testing.T) {
 		t.Parallel()
 		NewWithT(t).Expect(hash(with(map[string]string{
-			names.KeyZoneClasses: `[{"volumeZone":"nova"}]`, names.KeyVolumeZones: "nova", names.KeyComputeZones: "nova",
-			names.KeyBackupSnapshotClass: "true", names.KeyBackupAvailabilityZone: "z", names.KeySnapshotForceCreate: "false",
+			nodeconf.KeyZoneClasses: `[{"volumeZone":"nova"}]`, nodeconf.KeyVolumeZones: "nova", nodeconf.KeyComputeZones: "nova",
+			nodeconf.KeyBackupSnapshotClass: "true", nodeconf.KeyBackupAvailabilityZone: "z", nodeconf.KeySnapshotForceCreate: "false",
 		}))).To(Equal(hash(nodeKeys)))
 	})
-	for _, k := range names.NodeCloudConfKeys {
+	for _, k := range nodeconf.PluginKeys {
 		t.Run("When "+k+" changes, it should change the hash", func(t *testing.T) {
 			t.Parallel()
 			NewWithT(t).Expect(hash(with(map[string]string{k: "changed"}))).NotTo(Equal(hash(nodeKeys)))
@@ -305,7 +310,7 @@ func TestZoneClassesOfOthers(t *testing.T) {
 	nova := zoneclasses.Class{VolumeZone: "nova", ComputeZones: []string{"az1"}}
 	cinder := zoneclasses.Class{VolumeZone: "cinder", ComputeZones: []string{"az2"}}
 	asked := func(cs ...zoneclasses.Class) map[string]string {
-		return map[string]string{names.KeyZoneClasses: zoneclasses.Encode(cs), names.KeyVolumeZones: "cinder,nova"}
+		return map[string]string{nodeconf.KeyZoneClasses: zoneClassesValue(cs), nodeconf.KeyVolumeZones: "cinder,nova"}
 	}
 	const novaStep = "guest/StorageClass//standard-csi-nova"
 	// withLabels returns the class the operator would make for nova, with labels instead of its
@@ -360,4 +365,10 @@ func TestZoneClassesOfOthers(t *testing.T) {
 			g.Expect(steps(p.Delete)).NotTo(ContainElement(novaStep), "managementState Removed")
 		})
 	}
+}
+
+// zoneClassesValue is the node copy's zone_classes value for cs, as the controlplane manager
+// writes it.
+func zoneClassesValue(cs []zoneclasses.Class) string {
+	return nodeconf.Encode(nodeconf.Contents{ZoneClasses: cs})[nodeconf.KeyZoneClasses]
 }

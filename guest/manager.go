@@ -24,6 +24,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
@@ -46,7 +47,7 @@ func CacheOptions(cfg Config) cache.Options {
 		DefaultNamespaces: map[string]cache.Config{names.GuestNamespace: {}},
 		ByObject: map[client.Object]cache.ByObject{
 			&operatorv1.ClusterCSIDriver{}: {Field: clusters.ByName(names.ClusterCSIDriverName)},
-			&corev1.ConfigMap{}:            {Field: clusters.ByName(names.NodeCloudConf(cfg.HyperShift))},
+			&corev1.ConfigMap{}:            {Field: clusters.ByName(nodeconf.Name(cfg.HyperShift))},
 			&appsv1.DaemonSet{}:            clusters.Owned,
 			&corev1.ServiceAccount{}:       clusters.Owned,
 			&rbacv1.ClusterRole{}:          clusters.Owned,

@@ -14,12 +14,10 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
-
-// hashCloudConf names the node's cloud-conf hash annotation.
-const hashCloudConf = "configmap-cloud-conf"
 
 // nodeInputs is everything the node DaemonSet is computed from.
 type nodeInputs struct {
@@ -97,7 +95,7 @@ func desiredNode(d *manifests.Decoder, in nodeInputs) (*appsv1.DaemonSet, error)
 			v.ConfigMap.Name = in.CloudConfName
 		}
 	}
-	confighash.Annotate(&ds.Spec.Template, map[string]string{hashCloudConf: in.CloudConfHash})
+	confighash.Annotate(&ds.Spec.Template, map[string]string{nodeconf.HashInput: in.CloudConfHash})
 	return ds, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
@@ -143,17 +144,17 @@ func TestDesiredNode(t *testing.T) {
 		},
 		{
 			name: "When standalone names the node copy cloud-conf-node, it should mount that ConfigMap",
-			edit: func(in *nodeInputs) { in.CloudConfName = names.CloudConfNodeConfigMap },
+			edit: func(in *nodeInputs) { in.CloudConfName = nodeconf.StandaloneName },
 			check: func(g Gomega, ds *appsv1.DaemonSet) {
 				i := slices.IndexFunc(ds.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.ConfigMap != nil })
 				g.Expect(i).NotTo(Equal(-1))
-				g.Expect(ds.Spec.Template.Spec.Volumes[i].ConfigMap.Name).To(Equal(names.CloudConfNodeConfigMap))
+				g.Expect(ds.Spec.Template.Spec.Volumes[i].ConfigMap.Name).To(Equal(nodeconf.StandaloneName))
 			},
 		},
 		{
 			name: "When the cloud-conf hash is given, it should annotate the pod template with it",
 			check: func(g Gomega, ds *appsv1.DaemonSet) {
-				g.Expect(ds.Spec.Template.Annotations).To(HaveKeyWithValue(confighash.AnnotationKey(hashCloudConf), "0123456789abcdef"))
+				g.Expect(ds.Spec.Template.Annotations).To(HaveKeyWithValue(confighash.AnnotationKey(nodeconf.HashInput), "0123456789abcdef"))
 			},
 		},
 		{

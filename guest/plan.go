@@ -1,8 +1,10 @@
 package guest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
@@ -13,9 +15,9 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
@@ -140,14 +142,13 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 	}
 	p.Apply = plan.Steps(apply.ClusterGuest, groupStatic, static...)
 
-	usable := s.CloudConf != nil && s.CloudConf.Labels[names.ManagedByLabel] == names.ManagedByValue &&
-		s.CloudConf.Annotations[names.DataHashAnnotation] == confighash.Data(s.CloudConf.Data, s.CloudConf.BinaryData)
+	usable := nodeconf.Usable(s.CloudConf)
 	p.Features = readFeatures(s.CloudConf, usable)
 	switch {
 	case verbosity == 0:
 		// An unknown log level: the DaemonSet stays as it is.
 	case s.CloudConf == nil:
-		p.NodeWaiting = fmt.Sprintf("Waiting for ConfigMap %s/%s, which the controlplane manager writes.", names.GuestNamespace, names.NodeCloudConf(cfg.HyperShift))
+		p.NodeWaiting = fmt.Sprintf("Waiting for ConfigMap %s/%s, which the controlplane manager writes.", names.GuestNamespace, nodeconf.Name(cfg.HyperShift))
 	case !usable:
 		// On HyperShift the node copy has csi-operator's name: until the controlplane manager
 		// has written its own, the one here is csi-operator's, and a DaemonSet hashed from it
@@ -155,9 +156,9 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 		// node copy's a moment later). csi-operator's DaemonSet runs on meanwhile. Its rewrite
 		// keeps this operator's label and annotations (after a switch back and forward again),
 		// so the content must also be the one whose hash the controlplane manager recorded.
-		p.NodeWaiting = fmt.Sprintf("Waiting for the controlplane manager to take over ConfigMap %s/%s from csi-operator.", names.GuestNamespace, names.NodeCloudConf(cfg.HyperShift))
+		p.NodeWaiting = fmt.Sprintf("Waiting for the controlplane manager to take over ConfigMap %s/%s from csi-operator.", names.GuestNamespace, nodeconf.Name(cfg.HyperShift))
 	default:
-		ds, err := desiredNodeFor(d, cfg, s.CloudConf, verbosity)
+		ds, err := desiredNodeFor(d, cfg, s.CloudConf, p.Features.Topology, verbosity)
 		if err != nil {
 			return nil, fmt.Errorf("computing the node DaemonSet: %w", err)
 		}
@@ -200,9 +201,8 @@ func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operator
 	switch {
 	case !p.Features.Known:
 		// The decision is not known: the per-zone classes stay as they are.
-	case p.Features.ClassesErr != nil:
-		p.Problems = append(p.Problems, fmt.Sprintf("Key %s of ConfigMap %s/%s, which the controlplane manager writes, does not decode; the per-zone StorageClasses are left as they are.",
-			names.KeyZoneClasses, names.GuestNamespace, names.NodeCloudConf(cfg.HyperShift)))
+	case p.Features.Err != nil:
+		p.Problems = append(p.Problems, undecodable(p.Features.Err, cfg.HyperShift))
 	default:
 		zp, err := planZoneClasses(d, p.Features, s.StorageClasses)
 		if err != nil {
@@ -247,10 +247,10 @@ func (p *Plan) snapshotClasses(d *manifests.Decoder, s State) error {
 	if live != nil && !ownBackupClass(live) {
 		// Someone else's: an apply would force the operator's fields onto it, and neither a
 		// recreate nor a delete is the operator's to make. Reported while it is asked for.
-		p.BackupClassTaken = p.Features.Backup
+		p.BackupClassTaken = p.Features.BackupClass
 		return nil
 	}
-	if !p.Features.Backup {
+	if !p.Features.BackupClass {
 		// Turned off, or never asked for: deleted when it exists.
 		if live != nil {
 			p.Delete = append(p.Delete, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(backup)})
@@ -321,7 +321,7 @@ func everything(d *manifests.Decoder, cfg Config, snapshotCRD bool) ([]plan.Step
 		Driver: &operatorv1.ClusterCSIDriver{},
 		CloudConf: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 			Labels:      map[string]string{names.ManagedByLabel: names.ManagedByValue},
-			Annotations: map[string]string{names.DataHashAnnotation: confighash.Data(nil, nil)},
+			Annotations: map[string]string{nodeconf.HashAnnotation: nodeconf.Hash(nil, nil)},
 		}},
 		SnapshotCRD: snapshotCRD,
 	}
@@ -341,17 +341,31 @@ func everything(d *manifests.Decoder, cfg Config, snapshotCRD bool) ([]plan.Step
 	return append(first, last...), nil
 }
 
-// desiredNodeFor returns the node DaemonSet for the node cloud-conf as it is in the guest.
-func desiredNodeFor(d *manifests.Decoder, cfg Config, cloudConf *corev1.ConfigMap, verbosity int) (*appsv1.DaemonSet, error) {
+// desiredNodeFor returns the node DaemonSet for the node cloud-conf as it is in the guest, with
+// its topology decision.
+func desiredNodeFor(d *manifests.Decoder, cfg Config, cloudConf *corev1.ConfigMap, topology bool, verbosity int) (*appsv1.DaemonSet, error) {
 	return desiredNode(d, nodeInputs{
 		Images:        cfg.Images,
 		Verbosity:     verbosity,
-		Topology:      cloudConf.Data[names.KeyEnableTopology] == "true",
-		CloudConfName: names.NodeCloudConf(cfg.HyperShift),
+		Topology:      topology,
+		CloudConfName: nodeconf.Name(cfg.HyperShift),
 		// Only the keys the node plugin reads: the controlplane manager's decisions for the
-		// guest manager (zone_classes and the others) share the ConfigMap and must not roll it.
-		// For a node copy holding only those keys the hash is confighash.ConfigMap's, so that
-		// an upgrade rolls no node plugin.
-		CloudConfHash: confighash.ConfigMapKeys(cloudConf, names.NodeCloudConfKeys...),
+		// guest manager share the ConfigMap and must not roll it.
+		CloudConfHash: nodeconf.PluginHash(cloudConf),
 	})
+}
+
+// undecodable returns the problem of a usable node copy whose keys err (a nodeconf.DecodeError)
+// names do not decode: a release of the controlplane manager that writes what this one does not
+// read.
+func undecodable(err error, hyperShift bool) string {
+	subject, verb := "A key", "does not decode"
+	var de nodeconf.DecodeError
+	if errors.As(err, &de) && len(de) == 1 {
+		subject = "Key " + de[0].Key
+	} else if len(de) > 1 {
+		subject, verb = "Keys "+strings.Join(de.Keys(), ", "), "do not decode"
+	}
+	return fmt.Sprintf("%s of ConfigMap %s/%s, which the controlplane manager writes, %s; the per-zone StorageClasses are left as they are.",
+		subject, names.GuestNamespace, nodeconf.Name(hyperShift), verb)
 }

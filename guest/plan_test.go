@@ -17,6 +17,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil/golden"
@@ -29,14 +30,14 @@ func testConfig(hyperShift bool) Config {
 
 // testState is a guest whose node copy of cloud-conf exists, with the VolumeSnapshotClass CRD.
 func testState(hyperShift, topology bool) State {
-	data := map[string]string{names.KeyCloudConf: "[Global]\n", names.KeyEnableTopology: fmt.Sprint(topology)}
+	data := map[string]string{nodeconf.KeyCloudConf: "[Global]\n", nodeconf.KeyEnableTopology: fmt.Sprint(topology)}
 	return State{
 		Driver: &operatorv1.ClusterCSIDriver{ObjectMeta: metav1.ObjectMeta{Name: names.ClusterCSIDriverName}},
 		CloudConf: &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{
-				Namespace: names.GuestNamespace, Name: names.NodeCloudConf(hyperShift),
+				Namespace: names.GuestNamespace, Name: nodeconf.Name(hyperShift),
 				Labels:      map[string]string{names.ManagedByLabel: names.ManagedByValue},
-				Annotations: map[string]string{names.DataHashAnnotation: confighash.Data(data, nil)},
+				Annotations: map[string]string{nodeconf.HashAnnotation: confighash.Data(data, nil)},
 			},
 			Data: data,
 		},
@@ -96,7 +97,7 @@ func TestDesired(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		s := testState(true, false)
-		s.CloudConf.Data[names.KeyCloudConf] = "[Global]\nuse-clouds = true\n"
+		s.CloudConf.Data[nodeconf.KeyCloudConf] = "[Global]\nuse-clouds = true\n"
 		p := desiredPlan(t, testConfig(true), s)
 		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("/DaemonSet/")))
 		g.Expect(p.NodeWaiting).To(Equal("Waiting for the controlplane manager to take over ConfigMap openshift-cluster-csi-drivers/cloud-conf from csi-operator."))
@@ -185,8 +186,8 @@ func TestDesiredRemoved(t *testing.T) {
 				t.Parallel()
 				g := NewWithT(t)
 				s := withFeatures(testState(hyperShift, true), map[string]string{
-					names.KeyZoneClasses:         zoneclasses.Encode([]zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"nova"}}}),
-					names.KeyBackupSnapshotClass: "true",
+					nodeconf.KeyZoneClasses:         zoneClassesValue([]zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"nova"}}}),
+					nodeconf.KeyBackupSnapshotClass: "true",
 				})
 				s.SnapshotCRD = crd
 				managed := desiredPlan(t, testConfig(hyperShift), s)
@@ -258,7 +259,7 @@ func withFeatures(s State, data map[string]string) State {
 	for k, v := range data {
 		cm.Data[k] = v
 	}
-	cm.Annotations[names.DataHashAnnotation] = confighash.Data(cm.Data, nil)
+	cm.Annotations[nodeconf.HashAnnotation] = confighash.Data(cm.Data, nil)
 	s.CloudConf = cm
 	return s
 }
@@ -284,7 +285,7 @@ func TestDesiredZoneClasses(t *testing.T) {
 	nova := zoneclasses.Class{VolumeZone: "nova", ComputeZones: []string{"az1", "az2"}}
 	cinder := zoneclasses.Class{VolumeZone: "cinder", ComputeZones: []string{"az3"}}
 	classes := func(cs ...zoneclasses.Class) map[string]string {
-		return map[string]string{names.KeyZoneClasses: zoneclasses.Encode(cs), names.KeyVolumeZones: "cinder,nova"}
+		return map[string]string{nodeconf.KeyZoneClasses: zoneClassesValue(cs), nodeconf.KeyVolumeZones: "cinder,nova"}
 	}
 	zoneSteps := func(steps []plan.Step) []string {
 		return slices.DeleteFunc(testutil.StepNames(steps), func(n string) bool { return !strings.Contains(n, "/StorageClass//standard-csi-") })
@@ -335,7 +336,7 @@ func TestDesiredZoneClasses(t *testing.T) {
 			wantRetire: []string{"standard-csi-cinder", "standard-csi-nova"}},
 		{name: "When the node copy is not the controlplane manager's, it should leave the classes as they are", data: classes(nova), usable: false,
 			live: []zoneclasses.Class{cinder}},
-		{name: "When zone_classes does not decode, it should leave the classes as they are and say so", data: map[string]string{names.KeyZoneClasses: "["}, usable: true,
+		{name: "When zone_classes does not decode, it should leave the classes as they are and say so", data: map[string]string{nodeconf.KeyZoneClasses: "["}, usable: true,
 			live: []zoneclasses.Class{cinder}, wantProblem: true},
 		{name: "When a volume zone cannot name a class, it should skip it and report it", data: classes(nova, zoneclasses.Class{VolumeZone: "Bad Zone"}), usable: true,
 			wantApply: []string{"guest/StorageClass//standard-csi-nova"}, wantCreate: []string{"guest/StorageClass//standard-csi-nova"}, wantInvalid: []string{"Bad Zone"}},
@@ -356,7 +357,7 @@ func TestDesiredZoneClasses(t *testing.T) {
 			g := NewWithT(t)
 			s := withFeatures(testState(true, true), tt.data)
 			if !tt.usable {
-				s.CloudConf.Annotations[names.DataHashAnnotation] = "csi-operator-rewrote-it"
+				s.CloudConf.Annotations[nodeconf.HashAnnotation] = "csi-operator-rewrote-it"
 			}
 			s.Driver.Spec.StorageClassState = tt.scState
 			for _, c := range tt.live {
@@ -402,7 +403,7 @@ func TestDesiredSnapshotClasses(t *testing.T) {
 
 	t.Run("When the backup class is asked for in a zone, it should match the fixture", func(t *testing.T) {
 		t.Parallel()
-		s := withFeatures(testState(true, false), map[string]string{names.KeyBackupSnapshotClass: "true", names.KeyBackupAvailabilityZone: "backups"})
+		s := withFeatures(testState(true, false), map[string]string{nodeconf.KeyBackupSnapshotClass: "true", nodeconf.KeyBackupAvailabilityZone: "backups"})
 		p := desiredPlan(t, testConfig(true), s)
 		var vscs []any
 		for _, st := range p.Apply {
@@ -431,22 +432,22 @@ func TestDesiredSnapshotClasses(t *testing.T) {
 		{name: "When csi-operator's class is live, it should update its force-create in place", usable: true, crd: true,
 			live: liveVSC(names.VolumeSnapshotCls, map[string]string{paramForceCreate: "false"}), wantForce: "true"},
 		{name: "When the user opts out of force-create, it should set false on both classes and create the backup class", usable: true, crd: true,
-			data:      map[string]string{names.KeySnapshotForceCreate: "false", names.KeyBackupSnapshotClass: "true"},
+			data:      map[string]string{nodeconf.KeySnapshotForceCreate: "false", nodeconf.KeyBackupSnapshotClass: "true"},
 			wantForce: "false", wantBackup: map[string]string{"type": "backup", paramForceCreate: "false"}, wantCreate: []string{backupName}},
 		{name: "When the operator's backup class is live, it should apply it", usable: true, crd: true,
-			data:      map[string]string{names.KeyBackupSnapshotClass: "true"},
+			data:      map[string]string{nodeconf.KeyBackupSnapshotClass: "true"},
 			backup:    liveVSC(names.BackupSnapshotClass, map[string]string{"type": "backup", paramForceCreate: "false"}),
 			wantForce: "true", wantBackup: map[string]string{"type": "backup", paramForceCreate: "true"}},
 		{name: "When the backup zone is unset after it was set, it should recreate the backup class", usable: true, crd: true,
-			data:      map[string]string{names.KeyBackupSnapshotClass: "true"},
+			data:      map[string]string{nodeconf.KeyBackupSnapshotClass: "true"},
 			backup:    liveVSC(names.BackupSnapshotClass, map[string]string{"type": "backup", paramAvailability: "z", paramForceCreate: "true"}),
 			wantForce: "true", wantBackup: map[string]string{"type": "backup", paramForceCreate: "true"},
 			wantRecreate: []string{backupName}, wantCreate: []string{backupName}},
 		{name: "When the node copy is not known, it should keep the live force-create and leave the backup class", crd: true,
-			data: map[string]string{names.KeyBackupSnapshotClass: "true"},
+			data: map[string]string{nodeconf.KeyBackupSnapshotClass: "true"},
 			live: liveVSC(names.VolumeSnapshotCls, map[string]string{paramForceCreate: "false"}), wantForce: "false"},
 		{name: "When the kind is not served, it should plan no snapshot class at all", usable: true,
-			data: map[string]string{names.KeyBackupSnapshotClass: "true"}},
+			data: map[string]string{nodeconf.KeyBackupSnapshotClass: "true"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -496,7 +497,7 @@ func TestBackupClassOfOthers(t *testing.T) {
 			Driver:     names.DriverName, Parameters: map[string]string{"type": "backup", paramAvailability: "cold-az"},
 		},
 	}
-	asked := map[string]string{names.KeyBackupSnapshotClass: "true"}
+	asked := map[string]string{nodeconf.KeyBackupSnapshotClass: "true"}
 	steps := testutil.StepNames
 	for what, other := range others {
 		t.Run("When "+what+" holds the backup class's name and the backup class is not asked for, it should not delete it", func(t *testing.T) {
@@ -595,4 +596,30 @@ func TestDesiredSnapshotClassDefault(t *testing.T) {
 		g.Expect(vsc).NotTo(BeNil())
 		g.Expect(vsc.Annotations).To(HaveKeyWithValue(annotation, "false"))
 	})
+}
+
+func TestUndecodable(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		data map[string]string
+		want string
+	}{
+		{name: "When one key does not decode, it should name it",
+			data: map[string]string{nodeconf.KeyZoneClasses: "["},
+			want: "Key zone_classes of ConfigMap openshift-cluster-csi-drivers/cloud-conf, which the controlplane manager writes, does not decode; " +
+				"the per-zone StorageClasses are left as they are."},
+		{name: "When several keys do not decode, it should name them all",
+			data: map[string]string{nodeconf.KeyZoneClasses: "[", nodeconf.KeyEnableTopology: "yes"},
+			want: "Keys enable_topology, zone_classes of ConfigMap openshift-cluster-csi-drivers/cloud-conf, which the controlplane manager writes, do not decode; " +
+				"the per-zone StorageClasses are left as they are."},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			_, err := nodeconf.Decode(tt.data)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(undecodable(err, true)).To(Equal(tt.want))
+		})
+	}
 }

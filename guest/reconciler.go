@@ -31,6 +31,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
@@ -80,7 +81,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, guest cluster.Cluster) e
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("guest").
 		WatchesRawSource(watch(&operatorv1.ClusterCSIDriver{}, predicate.Or(clusters.DriverChanged, clusters.CarriesConditions(names.CSIOperatorConditions...)))).
-		WatchesRawSource(watch(&corev1.ConfigMap{}, clusters.InNamespace(names.GuestNamespace), clusters.Named(names.NodeCloudConf(r.Config.HyperShift)))).
+		WatchesRawSource(watch(&corev1.ConfigMap{}, clusters.InNamespace(names.GuestNamespace), clusters.Named(nodeconf.Name(r.Config.HyperShift)))).
 		WatchesRawSource(watch(&appsv1.DaemonSet{})).
 		WatchesRawSource(watch(&corev1.ServiceAccount{})).
 		WatchesRawSource(watch(&rbacv1.ClusterRole{})).
@@ -199,7 +200,7 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 		return err
 	}
 	err := errors.Join(
-		get(client.ObjectKey{Namespace: names.GuestNamespace, Name: names.NodeCloudConf(r.Config.HyperShift)}, &cloudConf, func() { s.CloudConf = &cloudConf }),
+		get(client.ObjectKey{Namespace: names.GuestNamespace, Name: nodeconf.Name(r.Config.HyperShift)}, &cloudConf, func() { s.CloudConf = &cloudConf }),
 		get(client.ObjectKey{Namespace: names.GuestNamespace, Name: names.NodeDaemonSet}, &ds, func() { s.DaemonSet = &ds }),
 		get(client.ObjectKey{Name: names.StorageClass}, &sc, func() { s.StorageClass = &sc }),
 		get(client.ObjectKey{Name: names.VolumeSnapshotClassCRD}, &crd, func() { s.SnapshotCRD = clusters.Established(&crd) }),

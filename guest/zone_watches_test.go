@@ -25,6 +25,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
@@ -243,9 +244,9 @@ func TestApplyRecreatingLeavesClassesOfOthers(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 
 	s := withFeatures(testState(false, true), map[string]string{
-		names.KeyZoneClasses:         zoneclasses.Encode([]zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"nova"}}}),
-		names.KeyVolumeZones:         "nova",
-		names.KeyBackupSnapshotClass: "true",
+		nodeconf.KeyZoneClasses:         zoneClassesValue([]zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"nova"}}}),
+		nodeconf.KeyVolumeZones:         "nova",
+		nodeconf.KeyBackupSnapshotClass: "true",
 	})
 	p := desiredPlan(t, testConfig(false), s)
 	g.Expect(testutil.StepNames(p.Apply)).To(ContainElements("guest/StorageClass//standard-csi-nova", "guest/VolumeSnapshotClass//"+names.BackupSnapshotClass))
@@ -298,9 +299,9 @@ func TestApplyRecreatingCreatesClasses(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 
 	s := withFeatures(testState(false, true), map[string]string{
-		names.KeyZoneClasses:         zoneclasses.Encode([]zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"nova"}}}),
-		names.KeyVolumeZones:         "nova",
-		names.KeyBackupSnapshotClass: "true",
+		nodeconf.KeyZoneClasses:         zoneClassesValue([]zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"nova"}}}),
+		nodeconf.KeyVolumeZones:         "nova",
+		nodeconf.KeyBackupSnapshotClass: "true",
 	})
 	guest := fake.NewClientBuilder().WithScheme(scheme).Build()
 	r := &Reconciler{Guest: guest, GuestAPI: guest}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 )
 
@@ -108,7 +109,7 @@ func TestOperandsAgree(t *testing.T) {
 			// The guest manager renames the node's copy by this name (cloud-conf-node standalone).
 			cm := volume(g, pod, "config-cinderplugin").ConfigMap
 			g.Expect(cm.Name).To(Equal(names.CloudConfConfigMap))
-			g.Expect(cm.Items[0].Key).To(Equal(names.KeyCloudConf))
+			g.Expect(cm.Items[0].Key).To(Equal(nodeconf.KeyCloudConf))
 			env := slices.IndexFunc(container(g, pod, manifests.ContainerDriver).Env, func(e corev1.EnvVar) bool { return e.Name == "CLOUD_CONFIG" })
 			g.Expect(env).NotTo(Equal(-1))
 			g.Expect(container(g, pod, manifests.ContainerDriver).Env[env].Value).To(Equal(mountedFile(g, pod, "config-cinderplugin")))

@@ -24,6 +24,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
@@ -167,7 +168,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	}
 	g := guest.State{Driver: cp.Driver, SnapshotCRD: true}
 	for _, st := range cpPlan.Apply {
-		if cm, ok := st.Object.(*corev1.ConfigMap); ok && st.Cluster == apply.ClusterGuest && cm.Name == names.NodeCloudConf(cpCfg.HyperShift) {
+		if cm, ok := st.Object.(*corev1.ConfigMap); ok && st.Cluster == apply.ClusterGuest && cm.Name == nodeconf.Name(cpCfg.HyperShift) {
 			g.CloudConf = cm
 		}
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 // testOwner is the field owner the tests apply as.
@@ -230,9 +231,9 @@ func testConfigMap(ns string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "cloud-conf", Namespace: ns, Labels: map[string]string{"owner-label": "yes"}},
 		Data: map[string]string{
-			names.KeyCloudConf:      "[Global]\nuse-clouds = true\n",
-			names.KeyEnableTopology: "false",
-			names.KeyCABundle:       "-----BEGIN CERTIFICATE-----\n",
+			nodeconf.KeyCloudConf:      "[Global]\nuse-clouds = true\n",
+			nodeconf.KeyEnableTopology: "false",
+			nodeconf.KeyCABundle:       "-----BEGIN CERTIFICATE-----\n",
 		},
 	}
 }
@@ -347,20 +348,20 @@ func TestApplier_Apply(t *testing.T) {
 			path:  namespaced("configmaps"),
 			build: func(t *testing.T, e *env) client.Object { return testConfigMap(e.namespace(t)) },
 			change: func(o client.Object) {
-				o.(*corev1.ConfigMap).Data[names.KeyEnableTopology] = "true"
+				o.(*corev1.ConfigMap).Data[nodeconf.KeyEnableTopology] = "true"
 			},
 			changed: func(g Gomega, o client.Object) {
-				g.Expect(o.(*corev1.ConfigMap).Data).To(HaveKeyWithValue(names.KeyEnableTopology, "true"))
+				g.Expect(o.(*corev1.ConfigMap).Data).To(HaveKeyWithValue(nodeconf.KeyEnableTopology, "true"))
 			},
 			drop: func(o client.Object) {
 				cm := o.(*corev1.ConfigMap)
-				delete(cm.Data, names.KeyCABundle)
+				delete(cm.Data, nodeconf.KeyCABundle)
 				cm.Labels = nil
 			},
 			dropped: func(g Gomega, o client.Object) {
 				cm := o.(*corev1.ConfigMap)
 				g.Expect(cm.Data).To(HaveLen(2))
-				g.Expect(cm.Data).NotTo(HaveKey(names.KeyCABundle))
+				g.Expect(cm.Data).NotTo(HaveKey(nodeconf.KeyCABundle))
 				g.Expect(cm.Labels).To(BeEmpty())
 			},
 		},
@@ -489,14 +490,14 @@ func TestApplier_Apply(t *testing.T) {
 		g.Expect(res).To(Equal(apply.Unchanged))
 		g.Expect(log.take()).To(BeEmpty())
 
-		desired.Data[names.KeyEnableTopology] = "true"
+		desired.Data[nodeconf.KeyEnableTopology] = "true"
 		res, err = a.Apply(ctx, desired)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(res).To(Equal(apply.Applied))
 		expectOneApply(g, log.take(), "/configmaps/"+desired.Name)
 		live := get(g, e, desired)
 		g.Expect(live.Annotations).To(HaveKeyWithValue("example.com/note", "mine"))
-		g.Expect(live.Data).To(HaveKeyWithValue(names.KeyEnableTopology, "true"))
+		g.Expect(live.Data).To(HaveKeyWithValue(nodeconf.KeyEnableTopology, "true"))
 
 		waitCached(g, e, desired)
 		res, err = a.Apply(ctx, desired)

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 // FieldManager is the field manager of csi-operator's writes. library-go's resourceapply creates
@@ -132,11 +133,11 @@ func (o Options) guestCredentials() map[string][]byte {
 // HyperShift): [Global] pointing at the mounted clouds.yaml, the topology decision and the CA.
 func (o Options) cloudConfData() map[string]string {
 	conf := "[Global]\nuse-clouds = true\nclouds-file = " + names.CloudsFilePath + "\ncloud = " + o.CloudName + "\n"
-	data := map[string]string{names.KeyEnableTopology: "true"}
+	data := map[string]string{nodeconf.KeyEnableTopology: "true"}
 	if o.CABundle != "" {
 		conf += "ca-file = " + names.CAFilePath + "\n"
-		data[names.KeyCABundle] = o.CABundle
+		data[nodeconf.KeyCABundle] = o.CABundle
 	}
-	data[names.KeyCloudConf] = conf
+	data[nodeconf.KeyCloudConf] = conf
 	return data
 }

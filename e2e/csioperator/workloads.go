@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 )
 
@@ -47,7 +48,7 @@ func driverEnv() []corev1.EnvVar {
 		{Name: "CSI_ENDPOINT", Value: "unix://csi/csi.sock"},
 		{Name: "CLOUD_CONFIG", Value: "/etc/kubernetes/config/cloud.conf"},
 		{Name: "ENABLE_TOPOLOGY", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: names.CloudConfConfigMap}, Key: names.KeyEnableTopology,
+			LocalObjectReference: corev1.LocalObjectReference{Name: names.CloudConfConfigMap}, Key: nodeconf.KeyEnableTopology,
 		}}},
 	}
 }
@@ -61,11 +62,11 @@ func cloudVolumes() []corev1.Volume {
 		}}},
 		{Name: "config-cinderplugin", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: names.CloudConfConfigMap},
-			Items:                []corev1.KeyToPath{{Key: names.KeyCloudConf, Path: names.KeyCloudConf}},
+			Items:                []corev1.KeyToPath{{Key: nodeconf.KeyCloudConf, Path: nodeconf.KeyCloudConf}},
 		}}},
 		{Name: "cacert", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: names.CloudConfConfigMap},
-			Items:                []corev1.KeyToPath{{Key: names.KeyCABundle, Path: names.KeyCABundle}},
+			Items:                []corev1.KeyToPath{{Key: nodeconf.KeyCABundle, Path: nodeconf.KeyCABundle}},
 			Optional:             ptr.To(true),
 		}}},
 	}

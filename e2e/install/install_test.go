@@ -24,6 +24,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/install"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 // TestHyperShiftInstall applies hypershift/management.yaml to a management cluster and
@@ -242,7 +243,7 @@ func standaloneControllerObjects() []client.Object {
 	monitor.SetNamespace(names.GuestNamespace)
 	monitor.SetName(names.ControllerServiceMonitor)
 	return append(controllerObjects(names.GuestNamespace),
-		&corev1.ConfigMap{ObjectMeta: meta(names.CloudConfNodeConfigMap)},
+		&corev1.ConfigMap{ObjectMeta: meta(nodeconf.StandaloneName)},
 		&corev1.ConfigMap{ObjectMeta: meta(names.TrustedCABundleConfigMap)},
 		monitor)
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 // otherHCPNamespace is a second hosted control plane's namespace on the management cluster,
@@ -245,7 +246,7 @@ func seedOtherHostedControlPlane(t *testing.T, e *env.Env) []client.Object {
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.HyperShiftCloudConfigMap}, Data: map[string]string{names.KeyCABundle: "not a CA"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.CloudConfConfigMap, Labels: managed},
-			Data: map[string]string{names.KeyCloudConf: "[Global]\n", names.KeyEnableTopology: "false"}},
+			Data: map[string]string{nodeconf.KeyCloudConf: "[Global]\n", nodeconf.KeyEnableTopology: "false"}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerServiceAccount, Labels: managed}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ControllerMetricsService, Labels: managed},
 			Spec: corev1.ServiceSpec{Selector: managed, Ports: []corev1.ServicePort{{Name: "metrics", Port: 9202}}}},

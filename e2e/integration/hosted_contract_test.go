@@ -17,6 +17,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 // hostedRelease is the release the in-process operator is told it belongs to, as
@@ -56,7 +57,7 @@ func TestHostedControlPlaneContract(t *testing.T) {
 			g.Expect(e.MgmtClient.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: o.GetName()}, o)).To(Succeed(), o.GetName())
 			g.Expect(o.GetOwnerReferences()).To(ConsistOf(owner), o.GetName())
 		}
-		g.Expect(configMap(g, e.GuestClient, names.GuestNamespace, names.NodeCloudConf(true)).OwnerReferences).To(BeEmpty())
+		g.Expect(configMap(g, e.GuestClient, names.GuestNamespace, nodeconf.Name(true)).OwnerReferences).To(BeEmpty())
 	})
 
 	t.Run("When the controller has rolled out, its Deployment should carry the component label and the release as desired and as rolled out", func(t *testing.T) {

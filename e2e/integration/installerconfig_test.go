@@ -18,6 +18,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 // TestStandaloneInstallerConfig starts a standalone cluster without any source of driver
@@ -137,12 +138,12 @@ func TestStandaloneInstallerConfig(t *testing.T) {
 // [BlockStorage] section ("" for none), the same in each; enableTopology the decision.
 func expectSettings(g Gomega, e *env.Env, blockStorage, enableTopology string) {
 	controllerConf := configMap(g, e.MgmtClient, e.Namespace, names.CloudConfConfigMap)
-	nodeConf := configMap(g, e.GuestClient, names.GuestNamespace, names.CloudConfNodeConfigMap)
-	_, controllerBlock, _ := strings.Cut(controllerConf.Data[names.KeyCloudConf], "\n\n")
+	nodeConf := configMap(g, e.GuestClient, names.GuestNamespace, nodeconf.StandaloneName)
+	_, controllerBlock, _ := strings.Cut(controllerConf.Data[nodeconf.KeyCloudConf], "\n\n")
 	g.Expect(controllerBlock).To(Equal(blockStorage), "controller copy")
-	g.Expect(nodeConf.Data[names.KeyCloudConf]).To(Equal(blockStorage), "node copy")
+	g.Expect(nodeConf.Data[nodeconf.KeyCloudConf]).To(Equal(blockStorage), "node copy")
 	for _, cm := range []*corev1.ConfigMap{controllerConf, nodeConf} {
-		g.Expect(cm.Data).To(HaveKeyWithValue(names.KeyEnableTopology, enableTopology), cm.Name)
+		g.Expect(cm.Data).To(HaveKeyWithValue(nodeconf.KeyEnableTopology, enableTopology), cm.Name)
 	}
 }
 

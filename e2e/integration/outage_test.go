@@ -26,6 +26,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/machine"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 const (
@@ -65,7 +66,7 @@ func TestAPIServerOutage(t *testing.T) {
 	t.Run("When the guest API server is down for a minute, it should recreate the StorageClass and the guest cloud-conf deleted as soon as it is ready again, within seconds", func(t *testing.T) {
 		objs := []client.Object{
 			&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: names.StorageClass}},
-			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: names.NodeCloudConf(true)}},
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: names.GuestNamespace, Name: nodeconf.Name(true)}},
 		}
 		// The lease lives on the management cluster: however long the guest is away, no
 		// manager may end.

@@ -20,6 +20,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 // rolloutTimeout bounds one rollout of a workload on the local clusters, where kwok plays the
@@ -164,15 +165,15 @@ func TestCredentialRotation(t *testing.T) {
 		const block = "[BlockStorage]\nnode-volume-attach-limit = 25\n"
 
 		controllerConf := configMap(g, e.MgmtClient, e.Namespace, names.CloudConfConfigMap)
-		g.Expect(controllerConf.Data[names.KeyCloudConf]).To(ContainSubstring(block))
-		g.Expect(controllerConf.Data[names.KeyCloudConf]).To(ContainSubstring("[Global]"))
-		g.Expect(controllerConf.Data[names.KeyCloudConf]).To(ContainSubstring(names.CloudsFilePath))
-		g.Expect(controllerConf.Data[names.KeyCloudConf]).NotTo(Equal(controllerConf0.Data[names.KeyCloudConf]))
+		g.Expect(controllerConf.Data[nodeconf.KeyCloudConf]).To(ContainSubstring(block))
+		g.Expect(controllerConf.Data[nodeconf.KeyCloudConf]).To(ContainSubstring("[Global]"))
+		g.Expect(controllerConf.Data[nodeconf.KeyCloudConf]).To(ContainSubstring(names.CloudsFilePath))
+		g.Expect(controllerConf.Data[nodeconf.KeyCloudConf]).NotTo(Equal(controllerConf0.Data[nodeconf.KeyCloudConf]))
 
 		nodeConf := configMap(g, e.GuestClient, names.GuestNamespace, names.CloudConfConfigMap)
-		g.Expect(nodeConf.Data[names.KeyCloudConf]).To(ContainSubstring(block))
-		g.Expect(nodeConf.Data[names.KeyCloudConf]).NotTo(ContainSubstring("[Global]"))
-		g.Expect(nodeConf.Data).NotTo(HaveKey(names.KeyCABundle))
+		g.Expect(nodeConf.Data[nodeconf.KeyCloudConf]).To(ContainSubstring(block))
+		g.Expect(nodeConf.Data[nodeconf.KeyCloudConf]).NotTo(ContainSubstring("[Global]"))
+		g.Expect(nodeConf.Data).NotTo(HaveKey(nodeconf.KeyCABundle))
 		for k, v := range nodeConf.Data {
 			g.Expect(v).NotTo(ContainSubstring("clouds"), k)
 			g.Expect(v).NotTo(ContainSubstring("password"), k)
@@ -183,7 +184,7 @@ func TestCredentialRotation(t *testing.T) {
 		// Each side rolled because of this very content: its hash is the hash of the copy it
 		// mounts.
 		g.Expect(controllerDeployment(g, e).Spec.Template.Annotations).To(HaveKeyWithValue(cloudConfHashKey, confighash.ConfigMap(controllerConf)))
-		g.Expect(nodeDaemonSet(g, e).Spec.Template.Annotations).To(HaveKeyWithValue(cloudConfHashKey, confighash.ConfigMapKeys(nodeConf, names.NodeCloudConfKeys...)))
+		g.Expect(nodeDaemonSet(g, e).Spec.Template.Annotations).To(HaveKeyWithValue(cloudConfHashKey, confighash.ConfigMapKeys(nodeConf, nodeconf.PluginKeys...)))
 	})
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 // credentialMarkers betray credentials even when their values are unknown: the clouds.yaml file
@@ -163,17 +164,17 @@ func TestNoCredentialsInGuest(t *testing.T) {
 		for k := range node.Data {
 			// What the node plugin reads, and the zones the controlplane manager records for
 			// the guest manager (zone names only).
-			g.Expect(k).To(BeElementOf(names.KeyCloudConf, names.KeyEnableTopology, names.KeyVolumeZones, names.KeyComputeZones), "guest cloud-conf key")
+			g.Expect(k).To(BeElementOf(nodeconf.KeyCloudConf, nodeconf.KeyEnableTopology, nodeconf.KeyVolumeZones, nodeconf.KeyComputeZones), "guest cloud-conf key")
 		}
-		g.Expect(node.Data).To(HaveKey(names.KeyCloudConf))
-		g.Expect(node.Data[names.KeyCloudConf]).NotTo(MatchRegexp(globalSection.String()))
+		g.Expect(node.Data).To(HaveKey(nodeconf.KeyCloudConf))
+		g.Expect(node.Data[nodeconf.KeyCloudConf]).NotTo(MatchRegexp(globalSection.String()))
 		for _, key := range []string{"use-clouds", "clouds-file", "ca-file", "cloud ="} {
-			g.Expect(node.Data[names.KeyCloudConf]).NotTo(ContainSubstring(key))
+			g.Expect(node.Data[nodeconf.KeyCloudConf]).NotTo(ContainSubstring(key))
 		}
 
 		// The controller's copy on the management side does point at clouds.yaml: the
 		// checks above would see a leak of it into the guest.
-		ctrlConf := configMap(g, e.MgmtClient, e.Namespace, names.CloudConfConfigMap).Data[names.KeyCloudConf]
+		ctrlConf := configMap(g, e.MgmtClient, e.Namespace, names.CloudConfConfigMap).Data[nodeconf.KeyCloudConf]
 		g.Expect(ctrlConf).To(MatchRegexp(globalSection.String()))
 		g.Expect(ctrlConf).To(ContainSubstring("clouds-file"))
 		g.Expect(ctrlConf).To(ContainSubstring(names.KeyCloudsYAML))

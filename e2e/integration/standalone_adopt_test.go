@@ -28,6 +28,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 func TestStandaloneAdoptsCSIOperatorObjects(t *testing.T) {
@@ -206,7 +207,7 @@ func TestStandaloneAdoptsCSIOperatorObjects(t *testing.T) {
 		g := NewWithT(t)
 		pod := nodeDaemonSet(g, e).Spec.Template.Spec
 		g.Expect(secretVolumes(pod)).To(BeEmpty())
-		g.Expect(configMapVolumes(pod)).To(Equal([]string{names.CloudConfNodeConfigMap}))
+		g.Expect(configMapVolumes(pod)).To(Equal([]string{nodeconf.StandaloneName}))
 		for _, c := range pod.Containers {
 			for _, v := range c.Env {
 				g.Expect(v.ValueFrom).To(BeNil(), "%s env %s", c.Name, v.Name)

@@ -33,6 +33,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 const (
@@ -167,15 +168,15 @@ func TestStandaloneInstall(t *testing.T) {
 	t.Run("When installed, it should point the driver at clouds.yaml and at the CA from the cloud-provider config in the controller copy of cloud-conf", func(t *testing.T) {
 		g := NewWithT(t)
 		cm := configMap(g, e.MgmtClient, e.Namespace, names.CloudConfConfigMap)
-		global := iniSection(g, cm.Data[names.KeyCloudConf], "Global")
+		global := iniSection(g, cm.Data[nodeconf.KeyCloudConf], "Global")
 		g.Expect(global).To(Equal(map[string]string{
 			"use-clouds":  "true",
 			"clouds-file": names.CloudsFilePath,
 			"cloud":       env.CloudName,
 			"ca-file":     names.CAFilePath,
 		}))
-		g.Expect(strings.TrimSpace(cm.Data[names.KeyCABundle])).To(Equal(strings.TrimSpace(cloudProviderConfig.Data[names.KeyCABundle])))
-		g.Expect(cm.Data).To(HaveKeyWithValue(names.KeyEnableTopology, "true"))
+		g.Expect(strings.TrimSpace(cm.Data[nodeconf.KeyCABundle])).To(Equal(strings.TrimSpace(cloudProviderConfig.Data[names.KeyCABundle])))
+		g.Expect(cm.Data).To(HaveKeyWithValue(nodeconf.KeyEnableTopology, "true"))
 
 		// The controller mounts this copy, the credentials and the CA from it.
 		pod := controllerDeployment(g, e).Spec.Template.Spec
@@ -185,11 +186,11 @@ func TestStandaloneInstall(t *testing.T) {
 
 	t.Run("When installed, it should give the node plugin cloud-conf-node, which names no credentials", func(t *testing.T) {
 		g := NewWithT(t)
-		cm := configMap(g, e.GuestClient, names.GuestNamespace, names.CloudConfNodeConfigMap)
+		cm := configMap(g, e.GuestClient, names.GuestNamespace, nodeconf.StandaloneName)
 		g.Expect(cm.Labels).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue))
-		g.Expect(cm.Data).To(HaveKeyWithValue(names.KeyEnableTopology, "true"))
-		g.Expect(cm.Data).NotTo(HaveKey(names.KeyCABundle))
-		sections := iniSectionNames(g, cm.Data[names.KeyCloudConf])
+		g.Expect(cm.Data).To(HaveKeyWithValue(nodeconf.KeyEnableTopology, "true"))
+		g.Expect(cm.Data).NotTo(HaveKey(nodeconf.KeyCABundle))
+		sections := iniSectionNames(g, cm.Data[nodeconf.KeyCloudConf])
 		g.Expect(sections).NotTo(ContainElement("Global"))
 		for k, v := range cm.Data {
 			g.Expect(v).NotTo(ContainSubstring("clouds"), k)
@@ -199,7 +200,7 @@ func TestStandaloneInstall(t *testing.T) {
 
 		ds := nodeDaemonSet(g, e)
 		pod := ds.Spec.Template.Spec
-		g.Expect(configMapVolumes(pod)).To(Equal([]string{names.CloudConfNodeConfigMap}))
+		g.Expect(configMapVolumes(pod)).To(Equal([]string{nodeconf.StandaloneName}))
 		g.Expect(secretVolumes(pod)).To(BeEmpty())
 		c := container(&pod, "csi-driver")
 		g.Expect(c).NotTo(BeNil())
@@ -208,7 +209,7 @@ func TestStandaloneInstall(t *testing.T) {
 		}
 		g.Expect(flagValues(c.Args, "--with-topology")).To(Equal([]string{"true"}))
 		// The node rolls when its own copy changes: the hash is the hash of cloud-conf-node.
-		g.Expect(ds.Spec.Template.Annotations).To(HaveKeyWithValue(cloudConfHashKey, confighash.ConfigMapKeys(cm, names.NodeCloudConfKeys...)))
+		g.Expect(ds.Spec.Template.Annotations).To(HaveKeyWithValue(cloudConfHashKey, confighash.ConfigMapKeys(cm, nodeconf.PluginKeys...)))
 	})
 
 	t.Run("When installed, it should create the trusted CA bundle ConfigMap for the cluster network operator to fill", func(t *testing.T) {
@@ -299,7 +300,7 @@ func TestStandaloneInstall(t *testing.T) {
 	t.Run("When clouds.yaml in the credentials Secret changes, it should roll the controller only", func(t *testing.T) {
 		g := NewWithT(t)
 		before := snapshotWorkloads(g, e)
-		nodeConf := configMap(g, e.GuestClient, names.GuestNamespace, names.CloudConfNodeConfigMap)
+		nodeConf := configMap(g, e.GuestClient, names.GuestNamespace, nodeconf.StandaloneName)
 		// The same user with a versioned auth_url: different bytes, still a working credential.
 		clouds, err := e.OpenStack.CloudsYAML(fakeopenstack.CloudOptions{CloudName: env.CloudName})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -315,7 +316,7 @@ func TestStandaloneInstall(t *testing.T) {
 			g.Expect(tmpl.Annotations).To(HaveKeyWithValue(cloudConfHashKey, before.deployment.Spec.Template.Annotations[cloudConfHashKey]))
 		})
 		expectNodeNotRolled(t, e, before)
-		after := configMap(g, e.GuestClient, names.GuestNamespace, names.CloudConfNodeConfigMap)
+		after := configMap(g, e.GuestClient, names.GuestNamespace, nodeconf.StandaloneName)
 		g.Expect(after.ResourceVersion).To(Equal(nodeConf.ResourceVersion), "cloud-conf-node was rewritten")
 	})
 
@@ -343,18 +344,18 @@ func TestStandaloneInstall(t *testing.T) {
 		}).WithTimeout(rolloutTimeout).WithPolling(poll).Should(Succeed())
 
 		controllerConf := configMap(g, e.MgmtClient, e.Namespace, names.CloudConfConfigMap)
-		g.Expect(controllerConf.Data[names.KeyCloudConf]).To(ContainSubstring(block))
-		g.Expect(controllerConf.Data[names.KeyCloudConf]).To(ContainSubstring(names.CloudsFilePath), "[Global] is the operator's, not the user's")
-		g.Expect(controllerConf.Data[names.KeyCloudConf]).NotTo(ContainSubstring("elsewhere.example"))
-		g.Expect(controllerConf.Data[names.KeyCloudConf]).NotTo(ContainSubstring("[Metadata]"), "the controller calls no metadata service")
-		g.Expect(controllerConf.Data).To(HaveKeyWithValue(names.KeyEnableTopology, "false"))
+		g.Expect(controllerConf.Data[nodeconf.KeyCloudConf]).To(ContainSubstring(block))
+		g.Expect(controllerConf.Data[nodeconf.KeyCloudConf]).To(ContainSubstring(names.CloudsFilePath), "[Global] is the operator's, not the user's")
+		g.Expect(controllerConf.Data[nodeconf.KeyCloudConf]).NotTo(ContainSubstring("elsewhere.example"))
+		g.Expect(controllerConf.Data[nodeconf.KeyCloudConf]).NotTo(ContainSubstring("[Metadata]"), "the controller calls no metadata service")
+		g.Expect(controllerConf.Data).To(HaveKeyWithValue(nodeconf.KeyEnableTopology, "false"))
 
-		nodeConf := configMap(g, e.GuestClient, names.GuestNamespace, names.CloudConfNodeConfigMap)
-		g.Expect(nodeConf.Data[names.KeyCloudConf]).To(ContainSubstring(block))
-		g.Expect(nodeConf.Data[names.KeyCloudConf]).To(ContainSubstring(metadata))
-		g.Expect(nodeConf.Data[names.KeyCloudConf]).NotTo(ContainSubstring("[Global]"))
-		g.Expect(nodeConf.Data[names.KeyCloudConf]).NotTo(ContainSubstring("elsewhere.example"))
-		g.Expect(nodeConf.Data).To(HaveKeyWithValue(names.KeyEnableTopology, "false"))
+		nodeConf := configMap(g, e.GuestClient, names.GuestNamespace, nodeconf.StandaloneName)
+		g.Expect(nodeConf.Data[nodeconf.KeyCloudConf]).To(ContainSubstring(block))
+		g.Expect(nodeConf.Data[nodeconf.KeyCloudConf]).To(ContainSubstring(metadata))
+		g.Expect(nodeConf.Data[nodeconf.KeyCloudConf]).NotTo(ContainSubstring("[Global]"))
+		g.Expect(nodeConf.Data[nodeconf.KeyCloudConf]).NotTo(ContainSubstring("elsewhere.example"))
+		g.Expect(nodeConf.Data).To(HaveKeyWithValue(nodeconf.KeyEnableTopology, "false"))
 		expectNotDegraded(g, driver(g, e))
 	})
 

@@ -37,6 +37,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/localcluster"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/tlscheck"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 // TestTLSProfileHyperShift runs the checks against the hostedcluster process, with the profile
@@ -291,7 +292,7 @@ func ownedVersions(g Gomega, e *env.Env) map[string]string {
 	pdb := &policyv1.PodDisruptionBudget{}
 	g.Expect(e.MgmtClient.Get(ctx, mgmt(names.ControllerPDB), pdb)).To(Succeed())
 	out["PodDisruptionBudget generation"] = strconv.FormatInt(pdb.Generation, 10)
-	get("ConfigMap", e.GuestClient, client.ObjectKey{Namespace: names.GuestNamespace, Name: names.NodeCloudConf(e.Mode == env.ModeHyperShift)}, &corev1.ConfigMap{})
+	get("ConfigMap", e.GuestClient, client.ObjectKey{Namespace: names.GuestNamespace, Name: nodeconf.Name(e.Mode == env.ModeHyperShift)}, &corev1.ConfigMap{})
 	if e.Mode == env.ModeStandalone {
 		sm := &unstructured.Unstructured{}
 		sm.SetGroupVersionKind(schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"})

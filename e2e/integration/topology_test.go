@@ -17,6 +17,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/fakeopenstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 )
 
@@ -173,6 +174,6 @@ func expectTopology(g Gomega, e *env.Env, enabled bool) {
 	g.Expect(flagValues(containerArgs(dep.Spec.Template.Spec, "csi-driver"), "--with-topology")).To(Equal([]string{want}), "controller --with-topology")
 	ds := nodeDaemonSet(g, e)
 	g.Expect(flagValues(containerArgs(ds.Spec.Template.Spec, "csi-driver"), "--with-topology")).To(Equal([]string{want}), "node --with-topology")
-	g.Expect(configMap(g, e.MgmtClient, e.Namespace, names.CloudConfConfigMap).Data).To(HaveKeyWithValue(names.KeyEnableTopology, want), "controller cloud-conf")
-	g.Expect(configMap(g, e.GuestClient, names.GuestNamespace, names.CloudConfConfigMap).Data).To(HaveKeyWithValue(names.KeyEnableTopology, want), "node cloud-conf")
+	g.Expect(configMap(g, e.MgmtClient, e.Namespace, names.CloudConfConfigMap).Data).To(HaveKeyWithValue(nodeconf.KeyEnableTopology, want), "controller cloud-conf")
+	g.Expect(configMap(g, e.GuestClient, names.GuestNamespace, names.CloudConfConfigMap).Data).To(HaveKeyWithValue(nodeconf.KeyEnableTopology, want), "node cloud-conf")
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
 const timeout = 3 * time.Minute
@@ -154,7 +155,7 @@ func TestNoCredentialsInGuest(t *testing.T) {
 	}
 	conf := &corev1.ConfigMap{}
 	g.Expect(tgt.Guest.Get(ctx, client.ObjectKey{Namespace: names.GuestNamespace, Name: names.CloudConfConfigMap}, conf)).To(Succeed())
-	g.Expect(conf.Data[names.KeyCloudConf]).NotTo(ContainSubstring("[Global]"))
+	g.Expect(conf.Data[nodeconf.KeyCloudConf]).NotTo(ContainSubstring("[Global]"))
 }
 
 // secretValues returns the values of clouds.yaml keys that hold secrets.

@@ -1,7 +1,8 @@
-// Package names holds every object name, namespace, label, annotation, key, field owner and
-// condition type the operator uses, so that reconcilers, desired-state builders and tests never
+// Package names holds the object names, namespaces, labels, annotations, keys, field owners and
+// condition types the operator uses, so that reconcilers, desired-state builders and tests never
 // spell one twice. Object names follow openshift/csi-operator on purpose: a cluster that runs it
-// today can switch to this operator and have the existing objects adopted.
+// today can switch to this operator and have the existing objects adopted. The node copy of
+// cloud-conf, the managers' contract, has its name, keys and annotation in shared/nodeconf.
 package names
 
 // Driver and API object names.
@@ -55,13 +56,10 @@ const (
 	// KubeRBACProxyRole is the ClusterRole of the controller's kube-rbac-proxies (standalone).
 	KubeRBACProxyRole = "openstack-cinder-kube-rbac-proxy-role"
 
-	// CloudConfConfigMap carries the generated cloud.conf and the topology decision. The
-	// controller copy lives next to the controller; the node copy in the guest namespace.
+	// CloudConfConfigMap carries the generated cloud.conf and the topology decision: the
+	// controller copy next to the controller, csi-operator's name for both its copies. The node
+	// copy in the guest namespace, the managers' contract, is shared/nodeconf's (nodeconf.Name).
 	CloudConfConfigMap = "cloud-conf"
-	// CloudConfNodeConfigMap is the credential-free node copy in standalone mode, where the
-	// controller and node plugin share one namespace and the nodes must not mount a config
-	// that names the credentials file.
-	CloudConfNodeConfigMap = "cloud-conf-node"
 )
 
 // SidecarLeases are the leader-election Leases of the controller's sidecars, in the guest
@@ -74,18 +72,6 @@ var SidecarLeases = []string{
 	"external-attacher-leader-cinder-csi-openstack-org",
 	"external-resizer-cinder-csi-openstack-org",
 	"external-snapshotter-leader-cinder-csi-openstack-org",
-}
-
-// NodeCloudConf is the name of the node copy of cloud-conf in the guest namespace, the contract
-// between the two managers: the controlplane manager writes it, the guest manager mounts it into
-// the node plugin. On HyperShift it lives in another cluster than the controller copy and keeps
-// csi-operator's name; in standalone mode it shares the controller copy's namespace and so has a
-// name of its own.
-func NodeCloudConf(hyperShift bool) string {
-	if hyperShift {
-		return CloudConfConfigMap
-	}
-	return CloudConfNodeConfigMap
 }
 
 // Objects the guest manager owns.
@@ -121,20 +107,26 @@ const (
 	ServiceMonitorCRD = "servicemonitors.monitoring.coreos.com"
 )
 
-// ConfigMap and Secret keys.
+// ConfigMap and Secret keys of the inputs. The keys of cloud-conf are shared/nodeconf's; it carries
+// KeyEnableTopology and KeyCABundle under these same names.
 const (
-	KeyCloudConf      = "cloud.conf"
+	// KeyEnableTopology is the topology override of the user's cinder-csi-config and of the
+	// installer's cloud provider config: "true" or "false".
 	KeyEnableTopology = "enable_topology"
-	KeyCABundle       = "ca-bundle.pem"
-	KeyCloudsYAML     = "clouds.yaml"
-	KeyCACert         = "cacert"
-	KeyUserConfig     = "config"
-	KeyKubeconfig     = "kubeconfig"
-	KeyTrustedCA      = "ca-bundle.crt"
+	// KeyCABundle is the OpenStack CA's key in the cloud ConfigMap it is read from (HyperShift's
+	// openstack-cloud-config, standalone the cloud provider's config).
+	KeyCABundle   = "ca-bundle.pem"
+	KeyCloudsYAML = "clouds.yaml"
+	KeyCACert     = "cacert"
+	KeyUserConfig = "config"
+	KeyKubeconfig = "kubeconfig"
+	KeyTrustedCA  = "ca-bundle.crt"
 )
 
 // Feature keys of the user's openshift-config/cinder-csi-config, next to config and
 // enable_topology. Each is opt-in but KeySnapshotForceCreate, which is on unless set to "false".
+// The node copy of cloud-conf carries the backup class's keys and KeySnapshotForceCreate under
+// these same names (nodeconf.Contents).
 const (
 	// KeyZoneStorageClasses "true" asks for one StorageClass per usable volume zone.
 	KeyZoneStorageClasses = "zone_storage_classes"
@@ -156,28 +148,6 @@ const (
 	// VolumeAttachmentWarning names it: a Go duration of at least 10s, default 5m.
 	KeyAttachmentWarningAfter = "attachment_warning_after"
 )
-
-// Keys of the node copy of cloud-conf that carry the controlplane manager's decisions to the guest
-// manager, besides cloud.conf and enable_topology. The node plugin mounts none of them: they are
-// left out of its pod-template hash (NodeCloudConfKeys), so they never roll it.
-const (
-	// KeyZoneClasses holds the per-zone classes (zoneclasses.Encode); absent when there are none.
-	KeyZoneClasses = "zone_classes"
-	// KeyVolumeZones holds the volume zones of the last zone listing that succeeded, sorted and
-	// comma-separated; absent before one did.
-	KeyVolumeZones = "volume_zones"
-	// KeyComputeZones holds the compute zones of that same listing, sorted and comma-separated;
-	// absent before one succeeded. The controlplane manager reads it back (with KeyVolumeZones)
-	// when OpenStack cannot be asked, so that the per-zone classes are decided again from the
-	// recorded zones, under the current zone_mapping and topology decision, instead of vanishing.
-	KeyComputeZones = "compute_zones"
-	// KeyBackupSnapshotClass and KeyBackupAvailabilityZone are copied from the user's
-	// configuration when the backup class is asked for, KeySnapshotForceCreate when it is "false".
-)
-
-// NodeCloudConfKeys are the keys of the node copy of cloud-conf the node plugin reads, the only
-// ones its pod-template hash covers.
-var NodeCloudConfKeys = []string{KeyCloudConf, KeyEnableTopology, KeyCABundle}
 
 // Classes next to standard-csi.
 const (
@@ -208,12 +178,6 @@ const (
 	// driver settings came from, so that a change of source is announced once, by whichever
 	// operator replica leads, also across restarts.
 	ConfigSourceAnnotation = "cinder.csi.openshift.io/config-source"
-	// DataHashAnnotation holds, on both copies of cloud-conf, the hash (confighash.Data) of the
-	// data the controlplane manager wrote. The guest manager uses the node copy only while the
-	// hash matches: after a switch back to csi-operator and forward again, csi-operator's
-	// rewrite of the ConfigMap keeps this operator's labels and annotations, and only the hash
-	// tells its content from the controlplane manager's.
-	DataHashAnnotation = "cinder.csi.openshift.io/data-hash"
 
 	HostedControlPlaneLabel = "hypershift.openshift.io/hosted-control-plane"
 	NeedManagementKASAccess = "hypershift.openshift.io/need-management-kas-access"

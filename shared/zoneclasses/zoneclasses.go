@@ -1,6 +1,6 @@
-// Package zoneclasses decides the StorageClasses pinned to one availability zone each, and carries
-// that decision from the manager that lists the zones (controlplane) to the one that applies the
-// classes (guest), as one key of the node copy of cloud-conf.
+// Package zoneclasses decides the StorageClasses pinned to one availability zone each. The
+// decision goes from the manager that lists the zones (controlplane) to the one that applies the
+// classes (guest) in the node copy of cloud-conf, which shared/nodeconf encodes.
 //
 // A class exists for every volume zone that a compute zone can use: the volume zone of the same
 // name, or the one the user's zone mapping names for it. With topology on, the class's
@@ -10,7 +10,6 @@
 package zoneclasses
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -111,29 +110,4 @@ func Zones(zones []string) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// Encode returns the value of the node copy's key for classes; "" for none.
-func Encode(classes []Class) string {
-	if len(classes) == 0 {
-		return ""
-	}
-	b, err := json.Marshal(classes)
-	if err != nil {
-		// A slice of strings and string slices always marshals.
-		panic(err)
-	}
-	return string(b)
-}
-
-// Decode parses the node copy's key; "" is no classes.
-func Decode(s string) ([]Class, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	var out []Class
-	if err := json.Unmarshal([]byte(s), &out); err != nil {
-		return nil, fmt.Errorf("decoding the per-zone classes: %w", err)
-	}
-	return out, nil
 }
