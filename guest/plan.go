@@ -11,13 +11,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
@@ -317,14 +317,11 @@ func (p *Plan) holdControllerRBAC(d *manifests.Decoder) error {
 // what managementState Removed deletes. The VolumeSnapshotClass is among them only while its kind
 // is served (a delete of a kind that is not served fails, and there is nothing to delete then).
 func everything(d *manifests.Decoder, cfg Config, snapshotCRD bool) ([]plan.Step, error) {
-	s := State{
-		Driver: &operatorv1.ClusterCSIDriver{},
-		CloudConf: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-			Labels:      map[string]string{names.ManagedByLabel: names.ManagedByValue},
-			Annotations: map[string]string{nodeconf.HashAnnotation: nodeconf.Hash(nil, nil)},
-		}},
-		SnapshotCRD: snapshotCRD,
-	}
+	// An empty node copy the controlplane manager wrote: usable, deciding nothing.
+	cloudConf := &corev1.ConfigMap{}
+	operand.Managed(cloudConf)
+	nodeconf.Seal(cloudConf)
+	s := State{Driver: &operatorv1.ClusterCSIDriver{}, CloudConf: cloudConf, SnapshotCRD: snapshotCRD}
 	p, err := Desired(d, cfg, s)
 	if err != nil {
 		return nil, err
