@@ -164,7 +164,7 @@ func (res *resolution) credentials() (listingRequest, bool) {
 // desired is Desired from s's resolution res (resolveState).
 func desired(d *manifests.Decoder, rc Config, s State, res *resolution) (*Plan, error) {
 	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) {
-		return objects(d, rc, &settings{Monitoring: s.Inputs.Monitoring, TLS: tlsprofile.Intermediate()}, nil, nil, false)
+		return objects(d, rc, &settings{Monitoring: s.Inputs.Monitoring, TLS: tlsprofile.Intermediate()}, nodeconf.Contents{}, nil, nil, false)
 	})
 	// Under managementState Removed, the monitoring objects the inputs allow are deleted.
 	p := &Plan{Base: base, Monitoring: s.Inputs.Monitoring}
@@ -184,9 +184,9 @@ func desired(d *manifests.Decoder, rc Config, s State, res *resolution) (*Plan, 
 		p.Topology.OverrideFrom = cfg.Source.ref()
 	}
 	p.ConfigSource = cfg.Source
-	cfg.Node = nodeDecisions(cfg.Features, chooseZones(s.Detection, cfg.LiveNode), p.Topology.Enabled)
+	node := nodeDecisions(cfg.Features, chooseZones(s.Detection, cfg.LiveNode), p.Topology.Enabled)
 	p.Warnings = warnings(cfg, s.Detection)
-	steps, err := objects(d, rc, cfg, s.Inputs.Credentials, s.Inputs.Deployment, p.Topology.Enabled)
+	steps, err := objects(d, rc, cfg, node, s.Inputs.Credentials, s.Inputs.Deployment, p.Topology.Enabled)
 	if err != nil {
 		return nil, err
 	}
@@ -214,8 +214,9 @@ func (p *Plan) holdServiceAccount(pods []string) {
 }
 
 // objects returns, in apply order, the node copy of cloud-conf for the guest and the objects
-// next to the controller.
-func objects(d *manifests.Decoder, rc Config, cfg *settings, credentials *corev1.Secret, live *appsv1.Deployment, enableTopology bool) ([]plan.Step, error) {
+// next to the controller. node is what the node copy carries besides cloud.conf and
+// enable_topology (nodeDecisions).
+func objects(d *manifests.Decoder, rc Config, cfg *settings, node nodeconf.Contents, credentials *corev1.Secret, live *appsv1.Deployment, enableTopology bool) ([]plan.Step, error) {
 	ns := rc.Namespace
 	controller := nodeconf.Defaults()
 	controller.CloudConf, controller.Topology, controller.CABundle = cfg.ControllerConf, enableTopology, cfg.CABundle
@@ -224,7 +225,6 @@ func objects(d *manifests.Decoder, rc Config, cfg *settings, credentials *corev1
 	// The node copy alone carries the decisions for the guest manager: a change of a class
 	// setting must not roll the controller, whose pod template hashes its own copy. The node
 	// plugin talks to no OpenStack API, so the node copy carries no CA.
-	node := cfg.Node
 	node.CloudConf, node.Topology = cfg.NodeConf, enableTopology
 	nodeConf := desiredCloudConf(names.GuestNamespace, nodeconf.Name(rc.HyperShift), node)
 

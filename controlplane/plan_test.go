@@ -617,3 +617,28 @@ func TestDesiredDetection(t *testing.T) {
 		g.Expect(p.Topology.Source).To(Equal(sourceDetected))
 	})
 }
+
+func TestDesiredMutatesNothing(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		rc    Config
+		state func() State
+	}{
+		{"When on HyperShift with every feature on and both trust bundles, it should leave its state and resolution as they were",
+			hyperShiftPlatformConfig(), func() State { return withFeatures(hyperShiftPlatformState(), true) }},
+		{"When standalone with every feature on behind a proxy, it should leave its state and resolution as they were",
+			standaloneConfig(), func() State { return withFeatures(standaloneState(true, true), false) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := tt.state()
+			res := resolveState(tt.rc, s)
+			testutil.Build(t, func(d *manifests.Decoder) (*Plan, error) { return desired(d, tt.rc, s, res) })
+			// Fresh copies of both, made the same way, are what planning must leave.
+			g.Expect(s).To(Equal(tt.state()))
+			g.Expect(res).To(Equal(resolveState(tt.rc, tt.state())))
+		})
+	}
+}

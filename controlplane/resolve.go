@@ -57,10 +57,8 @@ type settings struct {
 	Features features
 	Report   cloudconfig.Report
 	// LiveNode is the live node copy of cloud-conf, decoded: the zones it records stay in force
-	// while OpenStack cannot be asked. Node is what the node copy carries besides cloud.conf
-	// and enable_topology (nodeDecisions), filled in by Desired.
+	// while OpenStack cannot be asked.
 	LiveNode nodeconf.Contents
-	Node     nodeconf.Contents
 	// Source is where the driver settings (the [BlockStorage] of both confs, Override) come
 	// from.
 	Source configSource
