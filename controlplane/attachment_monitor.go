@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
@@ -176,7 +177,7 @@ func (m *AttachmentMonitor) reconcile(ctx context.Context, driver *operatorv1.Cl
 		m.startReads(ctx, driver, due, now)
 	}
 	full := nodesAtLimit(vas.Items, nodes.Items)
-	setWarningConditions(st, []warning{attachmentWarning(stuck, facts, bound), nodeAttachLimitWarning(full)})
+	setWarningConditions(st, []desired.Warning{attachmentWarning(stuck, facts, bound), nodeAttachLimitWarning(full)})
 	attaching := 0
 	for _, s := range stuck {
 		if s.Phase == phaseAttaching {
@@ -201,9 +202,9 @@ func (m *AttachmentMonitor) bound(ctx context.Context) (time.Duration, error) {
 	ok, err := apply.GetOptional(ctx, m.guest, m.r.errCluster(apply.ClusterGuest),
 		client.ObjectKey{Namespace: names.OpenShiftConfigNamespace, Name: names.UserConfigMap}, &cm)
 	if err != nil || !ok {
-		return DefaultAttachmentWarningAfter, err
+		return desired.DefaultAttachmentWarningAfter, err
 	}
-	d, _ := parseAttachmentWarningAfter(cm.Data[names.KeyAttachmentWarningAfter])
+	d, _ := desired.ParseAttachmentWarningAfter(cm.Data[names.KeyAttachmentWarningAfter])
 	return d, nil
 }
 
@@ -295,11 +296,12 @@ func (m *AttachmentMonitor) volumeOf(ctx context.Context, pv string) (volumeID s
 // credentials resolves the inputs as the controlplane reconciler does, for a round of reads
 // only: ok is false when they are not valid, or cannot be read.
 func (m *AttachmentMonitor) credentials(ctx context.Context, driver *operatorv1.ClusterCSIDriver) (listingRequest, bool) {
-	in, err := m.r.readInputs(ctx)
+	in, err := m.r.readInputs(ctx, driver)
 	if err != nil {
 		return listingRequest{}, false
 	}
-	return resolveState(m.r.Config, State{Driver: driver, Inputs: *in}).credentials()
+	c, ok := desired.Resolve(*in).Credentials()
+	return listingRequest(c), ok
 }
 
 // startReads asks Cinder, in the background, about the volumes of due, with one client (one

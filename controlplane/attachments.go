@@ -8,6 +8,8 @@ import (
 
 	storagev1 "k8s.io/api/storage/v1"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 )
@@ -18,9 +20,8 @@ import (
 // (attachment_monitor.go) gathers what it judges: the guest's objects from the caches, and
 // Cinder's view of a stuck attachment's volume only while it is stuck.
 
-// DefaultAttachmentWarningAfter is how long an attachment may take before it is reported: the
-// external-attacher retries for minutes with backoff, and a healthy attach takes seconds.
-const DefaultAttachmentWarningAfter = 5 * time.Minute
+// maxListed bounds the stuck attachments and the nodes one message names.
+const maxListed = 8
 
 // attachmentPhase is what a stuck VolumeAttachment has not finished.
 type attachmentPhase string
@@ -176,8 +177,8 @@ func lastError(msg string) string {
 
 // attachmentWarning is the VolumeAttachmentWarning's verdict on the stuck attachments, explained
 // with what is known of each (facts by stuckAttachment.key).
-func attachmentWarning(stuck []stuckAttachment, facts map[string]attachmentFacts, bound time.Duration) warning {
-	w := warning{Type: names.ConditionVolumeAttachmentWarning}
+func attachmentWarning(stuck []stuckAttachment, facts map[string]attachmentFacts, bound time.Duration) desired.Warning {
+	w := desired.Warning{Type: names.ConditionVolumeAttachmentWarning}
 	if len(stuck) == 0 {
 		w.Reason = names.ReasonAsExpected
 		w.Message = fmt.Sprintf("No volume of the driver has been attaching or detaching for %s or more.", bound)
@@ -236,8 +237,8 @@ func nodesAtLimit(vas []storagev1.VolumeAttachment, csiNodes []storagev1.CSINode
 }
 
 // nodeAttachLimitWarning is the NodeAttachLimitWarning's verdict on the nodes at their limit.
-func nodeAttachLimitWarning(full []nodeLoad) warning {
-	w := warning{Type: names.ConditionNodeAttachLimitWarning}
+func nodeAttachLimitWarning(full []nodeLoad) desired.Warning {
+	w := desired.Warning{Type: names.ConditionNodeAttachLimitWarning}
 	if len(full) == 0 {
 		w.Reason, w.Message = names.ReasonAsExpected, "No node has as many volumes of the driver as it can attach."
 		return w
@@ -249,6 +250,6 @@ func nodeAttachLimitWarning(full []nodeLoad) warning {
 	w.On, w.Reason = true, names.ReasonNodesAtAttachLimit
 	w.Message = fmt.Sprintf("Nodes with as many volumes of %s as their node plugin reports they can attach: %s. "+
 		"A pod scheduled there with another volume stays Pending until one is detached: add nodes, or spread the pods with volumes.",
-		names.DriverName, list(items))
+		names.DriverName, conditions.JoinSome(items, maxListed))
 	return w
 }

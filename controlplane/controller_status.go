@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -59,13 +60,13 @@ func controllerRollout(dep *appsv1.Deployment) *conditions.Rollout {
 }
 
 // rollingOut reports whether the Deployment is rolling out a template not yet seen complete.
-// Once the Deployment controller has called the latest rollout complete (see rolledOut), replicas
+// Once the Deployment controller has called the latest rollout complete (see desired.RolledOut), replicas
 // missing afterwards were lost to a node drained or rebooted or a pod killed: what Available says,
 // never Progressing, which cluster-storage-operator folds into ClusterOperator storage. The
 // Deployment controller keeps that verdict until the next rollout, so it survives a restart of
 // this operator.
 func rollingOut(dep *appsv1.Deployment, want int32) bool {
-	if rolledOut(dep) {
+	if desired.RolledOut(dep) {
 		return false
 	}
 	st := dep.Status
@@ -73,21 +74,6 @@ func rollingOut(dep *appsv1.Deployment, want int32) bool {
 		st.UpdatedReplicas < want ||
 		st.AvailableReplicas < want ||
 		st.Replicas > st.UpdatedReplicas
-}
-
-// rolledOut reports whether the Deployment controller has acted on dep's latest spec and finished
-// rolling it out (the Progressing condition's NewReplicaSetAvailable reason, which Kubernetes
-// documents as a complete rollout).
-func rolledOut(dep *appsv1.Deployment) bool {
-	if dep.Status.ObservedGeneration != dep.Generation {
-		return false
-	}
-	for _, c := range dep.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing {
-			return c.Status == corev1.ConditionTrue && c.Reason == "NewReplicaSetAvailable"
-		}
-	}
-	return false
 }
 
 // rolloutStuck reports the Deployment controller's verdict that the rollout stopped progressing.
@@ -104,8 +90,8 @@ func rolloutStuck(dep *appsv1.Deployment) bool {
 // the cluster's TLS security profile cannot be served, what is served instead. Neither is
 // Degraded: the fallback profile is as safe as the platform's own default, and the cluster's
 // other components report the profile themselves.
-func setConfigCondition(s *conditions.Set, p *Plan) {
-	source := p.ConfigSource.describe()
+func setConfigCondition(s *conditions.Set, p *desired.Plan) {
+	source := p.ConfigSource.Describe()
 	if p.TLS.Problem != "" {
 		s.False(names.ConditionConfigDegraded, names.ReasonTLSProfileFallback,
 			p.TLS.Problem+" The metrics endpoints use the Intermediate profile until it is fixed. "+source)
@@ -118,26 +104,26 @@ func setConfigCondition(s *conditions.Set, p *Plan) {
 // from, when that is not what the live controller copy of cloud-conf records; ok is false when
 // it is. A cloud-conf without the record (a fresh install, or one csi-operator wrote) counts as
 // a change: a cluster switching from csi-operator learns so where its settings come from.
-func configSourceEvent(live *corev1.ConfigMap, src configSource) (note string, ok bool) {
+func configSourceEvent(live *corev1.ConfigMap, src desired.ConfigSource) (note string, ok bool) {
 	var was string
 	if live != nil {
 		was = live.Annotations[names.ConfigSourceAnnotation]
 	}
 	switch was {
-	case src.record():
+	case src.Record():
 		return "", false
 	case "":
-		return src.describe(), true
+		return src.Describe(), true
 	}
-	return fmt.Sprintf("%s Before, they came from: %s.", src.describe(), was), true
+	return fmt.Sprintf("%s Before, they came from: %s.", src.Describe(), was), true
 }
 
 // setTopologyCondition reports the topology decision: Degraded when OpenStack could not be asked
 // (with what stays in force), not Degraded otherwise.
-func setTopologyCondition(s *conditions.Set, d topologyDecision) {
+func setTopologyCondition(s *conditions.Set, d desired.TopologyDecision) {
 	if d.Failure == "" {
 		reason := names.ReasonAsExpected
-		if d.Source == sourceOverride {
+		if d.Source == desired.SourceOverride {
 			reason = names.ReasonTopologyOverridden
 		}
 		s.False(names.ConditionTopologyDegraded, reason,
@@ -148,21 +134,21 @@ func setTopologyCondition(s *conditions.Set, d topologyDecision) {
 	// on into the next sentence.
 	s.True(names.ConditionTopologyDegraded, names.ReasonOpenStackUnavailable,
 		fmt.Sprintf("Listing the OpenStack availability zones failed: %s. Topology stays %s (%s); the operator retries.",
-			d.failureMessage(), onOff(d.Enabled), describeSource(d)))
+			d.FailureSentence(), onOff(d.Enabled), describeSource(d)))
 }
 
-func describeSource(d topologyDecision) string {
+func describeSource(d desired.TopologyDecision) string {
 	switch d.Source {
-	case sourceOverride:
+	case desired.SourceOverride:
 		return "set by enable_topology in " + d.OverrideFrom
-	case sourceDetected:
+	case desired.SourceDetected:
 		if d.Enabled {
 			return "every compute availability zone has a volume availability zone of the same name"
 		}
 		return "some compute availability zone has no volume availability zone of the same name"
-	case sourceLastKnown:
+	case desired.SourceLastKnown:
 		return "the last known decision"
-	case sourcePending:
+	case desired.SourcePending:
 		return "the availability zones are still being listed; the decision follows"
 	default:
 		return "no decision could be made yet"
@@ -174,4 +160,15 @@ func onOff(b bool) string {
 		return "enabled"
 	}
 	return "disabled"
+}
+
+// setWarningConditions writes the warning verdicts.
+func setWarningConditions(s *conditions.Set, ws []desired.Warning) {
+	for _, w := range ws {
+		if w.On {
+			s.True(w.Type, w.Reason, w.Message)
+		} else {
+			s.False(w.Type, w.Reason, w.Message)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -205,43 +206,43 @@ func TestSetTopologyCondition(t *testing.T) {
 	const typ = names.ConditionTopologyDegraded
 	tests := []struct {
 		name string
-		d    topologyDecision
+		d    desired.TopologyDecision
 		want testutil.CondState
 	}{
 		{
 			name: "When the user overrides topology, it should say so and not be degraded",
-			d:    topologyDecision{Enabled: true, Source: sourceOverride, OverrideFrom: "openshift-config/cinder-csi-config"},
+			d:    desired.TopologyDecision{Enabled: true, Source: desired.SourceOverride, OverrideFrom: "openshift-config/cinder-csi-config"},
 			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonTopologyOverridden,
 				"Topology is enabled (set by enable_topology in openshift-config/cinder-csi-config)."},
 		},
 		{
 			name: "When the installer's cloud provider config overrides topology, it should name that ConfigMap",
-			d:    topologyDecision{Source: sourceOverride, OverrideFrom: "openshift-config/cloud-provider-config"},
+			d:    desired.TopologyDecision{Source: desired.SourceOverride, OverrideFrom: "openshift-config/cloud-provider-config"},
 			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonTopologyOverridden,
 				"Topology is disabled (set by enable_topology in openshift-config/cloud-provider-config)."},
 		},
 		{
 			name: "When detection enabled topology, it should explain the zone rule",
-			d:    topologyDecision{Enabled: true, Source: sourceDetected, ComputeZones: []string{"az1"}, VolumeZones: []string{"az1"}, RecheckIn: time.Minute},
+			d:    desired.TopologyDecision{Enabled: true, Source: desired.SourceDetected, ComputeZones: []string{"az1"}, VolumeZones: []string{"az1"}, RecheckIn: time.Minute},
 			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
 				"Topology is enabled (every compute availability zone has a volume availability zone of the same name)."},
 		},
 		{
 			name: "When detection disabled topology, it should explain the zone rule without naming zones",
-			d:    topologyDecision{Source: sourceDetected, ComputeZones: []string{"az1", "az2"}, VolumeZones: []string{"nova"}},
+			d:    desired.TopologyDecision{Source: desired.SourceDetected, ComputeZones: []string{"az1", "az2"}, VolumeZones: []string{"nova"}},
 			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
 				"Topology is disabled (some compute availability zone has no volume availability zone of the same name)."},
 		},
 		{
 			name: "When detection failed and a last known decision exists, it should be degraded and keep that decision",
-			d:    topologyDecision{Enabled: true, Source: sourceLastKnown, Failure: openstack.ReasonUnreachable, RecheckIn: time.Minute},
+			d:    desired.TopologyDecision{Enabled: true, Source: desired.SourceLastKnown, Failure: openstack.ReasonUnreachable, RecheckIn: time.Minute},
 			want: testutil.CondState{operatorv1.ConditionTrue, names.ReasonOpenStackUnavailable,
 				"Listing the OpenStack availability zones failed: " + openstack.Message(openstack.ReasonUnreachable) +
 					". Topology stays enabled (the last known decision); the operator retries."},
 		},
 		{
 			name: "When detection failed before any decision, it should be degraded and keep topology disabled",
-			d:    topologyDecision{Source: sourceDefault, Failure: openstack.ReasonAuthenticationFailed},
+			d:    desired.TopologyDecision{Source: desired.SourceDefault, Failure: openstack.ReasonAuthenticationFailed},
 			want: testutil.CondState{operatorv1.ConditionTrue, names.ReasonOpenStackUnavailable,
 				"Listing the OpenStack availability zones failed: " + openstack.Message(openstack.ReasonAuthenticationFailed) +
 					". Topology stays disabled (no decision could be made yet); the operator retries."},
@@ -261,21 +262,21 @@ func TestSetTopologyCondition(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		a, b := testutil.NewSet(time.Unix(0, 0)), testutil.NewSet(time.Unix(1e9, 0))
-		setTopologyCondition(a, topologyDecision{Source: sourceLastKnown, Failure: openstack.ReasonTimeout, RecheckIn: time.Second})
-		setTopologyCondition(b, topologyDecision{Source: sourceLastKnown, Failure: openstack.ReasonTimeout, RecheckIn: 59 * time.Second})
+		setTopologyCondition(a, desired.TopologyDecision{Source: desired.SourceLastKnown, Failure: openstack.ReasonTimeout, RecheckIn: time.Second})
+		setTopologyCondition(b, desired.TopologyDecision{Source: desired.SourceLastKnown, Failure: openstack.ReasonTimeout, RecheckIn: 59 * time.Second})
 		g.Expect(testutil.Conditions(a)).To(Equal(testutil.Conditions(b)))
 	})
 }
 
 // Sources of the driver settings, as chooseConfigSource returns them.
 var (
-	fromUser      = configSource{Kind: userConfigSource, Name: names.UserConfigMap, Key: names.KeyUserConfig}
-	fromInstaller = configSource{Kind: installerConfigSource, Name: "cloud-provider-config", Key: "config",
+	fromUser      = desired.ConfigSource{Kind: desired.UserConfigSource, Name: names.UserConfigMap, Key: names.KeyUserConfig}
+	fromInstaller = desired.ConfigSource{Kind: desired.InstallerConfigSource, Name: "cloud-provider-config", Key: "config",
 		Data: map[string]string{"config": "[Global]\npassword = s3cret\n"}}
-	fromInstallerWithoutKey = configSource{Kind: installerConfigSource, Name: "cloud-provider-config", Key: "config",
+	fromInstallerWithoutKey = desired.ConfigSource{Kind: desired.InstallerConfigSource, Name: "cloud-provider-config", Key: "config",
 		Data: map[string]string{names.KeyEnableTopology: "true"}}
-	fromNothingStandalone = configSource{Name: "cloud-provider-config"}
-	fromNothing           = configSource{}
+	fromNothingStandalone = desired.ConfigSource{Name: "cloud-provider-config"}
+	fromNothing           = desired.ConfigSource{}
 )
 
 func TestSetConfigCondition(t *testing.T) {
@@ -283,45 +284,45 @@ func TestSetConfigCondition(t *testing.T) {
 	const typ = names.ConditionConfigDegraded
 	tests := []struct {
 		name string
-		plan Plan
+		plan desired.Plan
 		want testutil.CondState
 	}{
 		{
 			name: "When cinder-csi-config exists, it should name it",
-			plan: Plan{ConfigSource: fromUser},
+			plan: desired.Plan{ConfigSource: fromUser},
 			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
 				"Driver settings come from ConfigMap openshift-config/cinder-csi-config."},
 		},
 		{
 			name: "When the installer's cloud provider config is read, it should name it, say what is taken and why",
-			plan: Plan{ConfigSource: fromInstaller},
+			plan: desired.Plan{ConfigSource: fromInstaller},
 			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
 				"Driver settings come from the installer's cloud provider config, ConfigMap openshift-config/cloud-provider-config, " +
 					"as openshift-config/cinder-csi-config does not exist: [BlockStorage] of key config and enable_topology."},
 		},
 		{
 			name: "When the installer's cloud provider config has no key the Infrastructure names, it should say so",
-			plan: Plan{ConfigSource: fromInstallerWithoutKey},
+			plan: desired.Plan{ConfigSource: fromInstallerWithoutKey},
 			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
 				"Driver settings come from the installer's cloud provider config, ConfigMap openshift-config/cloud-provider-config, " +
 					"as openshift-config/cinder-csi-config does not exist: enable_topology only, as it has no key config."},
 		},
 		{
 			name: "When standalone without either ConfigMap, it should name both",
-			plan: Plan{ConfigSource: fromNothingStandalone},
+			plan: desired.Plan{ConfigSource: fromNothingStandalone},
 			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
 				"Neither ConfigMap openshift-config/cinder-csi-config nor the installer's cloud provider config " +
 					"openshift-config/cloud-provider-config exists: the driver runs with its defaults."},
 		},
 		{
 			name: "When on HyperShift without cinder-csi-config, it should name that one only",
-			plan: Plan{ConfigSource: fromNothing},
+			plan: desired.Plan{ConfigSource: fromNothing},
 			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonAsExpected,
 				"No ConfigMap openshift-config/cinder-csi-config exists: the driver runs with its defaults."},
 		},
 		{
 			name: "When the TLS profile falls back, it should say so first, then the source",
-			plan: Plan{ConfigSource: fromUser, TLS: tlsprofile.Settings{Problem: "The profile is bad."}},
+			plan: desired.Plan{ConfigSource: fromUser, TLS: tlsprofile.Settings{Problem: "The profile is bad."}},
 			want: testutil.CondState{operatorv1.ConditionFalse, names.ReasonTLSProfileFallback,
 				"The profile is bad. The metrics endpoints use the Intermediate profile until it is fixed. " +
 					"Driver settings come from ConfigMap openshift-config/cinder-csi-config."},
@@ -346,7 +347,7 @@ func TestConfigSourceEvent(t *testing.T) {
 	tests := []struct {
 		name   string
 		live   *corev1.ConfigMap
-		source configSource
+		source desired.ConfigSource
 		// want is the Event's note, "" for no Event.
 		want string
 	}{
@@ -407,10 +408,75 @@ func TestConfigSourceEvent(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		actions := map[string]bool{}
-		for _, src := range []configSource{fromUser, fromInstaller, fromInstallerWithoutKey, fromNothing} {
-			actions[src.action()] = true
+		for _, src := range []desired.ConfigSource{fromUser, fromInstaller, fromInstallerWithoutKey, fromNothing} {
+			actions[src.Action()] = true
 		}
 		g.Expect(actions).To(HaveLen(4))
-		g.Expect(fromNothingStandalone.action()).To(Equal(fromNothing.action()))
+		g.Expect(fromNothingStandalone.Action()).To(Equal(fromNothing.Action()))
 	})
+}
+func TestTopologyConditionWithOverride(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	// What the plan decides when enable_topology is set and the listing for the per-zone classes
+	// failed (TestChooseTopology).
+	d := desired.TopologyDecision{Enabled: true, Source: desired.SourceOverride, Failure: openstack.ReasonUnreachable,
+		OverrideFrom: "openshift-config/cinder-csi-config"}
+	s := testutil.NewSet(newFakeClock().now())
+	setTopologyCondition(s, d)
+	c := testutil.Conditions(s)[names.ConditionTopologyDegraded]
+	g.Expect(c.Status).To(Equal(operatorv1.ConditionTrue), "the listing for the per-zone classes failed")
+	g.Expect(c.Reason).To(Equal(names.ReasonOpenStackUnavailable))
+	g.Expect(c.Message).To(HaveSuffix("Topology stays enabled (set by enable_topology in openshift-config/cinder-csi-config); the operator retries."))
+
+	s = testutil.NewSet(newFakeClock().now())
+	setTopologyCondition(s, desired.TopologyDecision{Enabled: true, Source: desired.SourceOverride})
+	g.Expect(testutil.Conditions(s)[names.ConditionTopologyDegraded].Reason).To(Equal(names.ReasonTopologyOverridden))
+}
+
+func TestSetWarningConditions(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	s := testutil.NewSet(newFakeClock().now())
+	setWarningConditions(s, []desired.Warning{
+		{Type: names.ConditionAttachLimitWarning, On: true, Reason: names.ReasonAttachLimitNotSet, Message: "No limit."},
+		{Type: names.ConditionConfigKeysWarning, Reason: names.ReasonAsExpected, Message: "Known keys."},
+	})
+	g.Expect(testutil.Conditions(s)).To(Equal(map[string]testutil.CondState{
+		names.ConditionAttachLimitWarning: {operatorv1.ConditionTrue, names.ReasonAttachLimitNotSet, "No limit."},
+		names.ConditionConfigKeysWarning:  {operatorv1.ConditionFalse, names.ReasonAsExpected, "Known keys."},
+	}))
+}
+
+// TestConditionCoverage keeps Unmanaged and Removed reporting on every condition this manager
+// owns: each is the controller workload's or one of otherConditions, and each of those is owned.
+func TestConditionCoverage(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	all := append([]string{controllerWorkload.Available, controllerWorkload.Progressing, controllerWorkload.Degraded}, otherConditions()...)
+	g.Expect(all).To(ConsistOf(names.ControlPlaneConditions))
+
+	for _, tt := range []struct {
+		name string
+		set  func(s *conditions.Set)
+		want string
+	}{
+		{name: "When Unmanaged, it should report every warning False with reason Unmanaged", set: func(s *conditions.Set) { controllerWorkload.Unmanaged(s, otherConditions()...) }, want: names.ReasonUnmanaged},
+		{name: "When Removed, it should report every warning False with reason Removed", set: func(s *conditions.Set) {
+			controllerWorkload.Removed(s, nil, "the CSI controller and its configuration", "", otherConditions()...)
+		}, want: names.ReasonRemoved},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			s := testutil.NewSet(newFakeClock().now())
+			tt.set(s)
+			conds := testutil.Conditions(s)
+			for _, typ := range desired.WarningTypes {
+				g.Expect(conds).To(HaveKey(typ))
+				g.Expect(conds[typ].Status).To(Equal(operatorv1.ConditionFalse), typ)
+				g.Expect(conds[typ].Reason).To(Equal(tt.want), typ)
+			}
+		})
+	}
 }

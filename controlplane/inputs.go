@@ -5,57 +5,26 @@ import (
 	"errors"
 
 	configv1 "github.com/openshift/api/config/v1"
+	operatorv1 "github.com/openshift/api/operator/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 )
 
-// Inputs is everything the controlplane manager reads from the two clusters, each nil when it does
-// not exist.
-type Inputs struct {
-	HCP         *hyperv1.HostedControlPlane
-	Credentials *corev1.Secret
-	// CAConfigMap holds the OpenStack CA under ca-bundle.pem: openstack-cloud-config in the HCP
-	// namespace, or, standalone, the installer's cloud provider config Infrastructure names,
-	// which is also where the driver settings come from without UserConfig (configsource.go).
-	CAConfigMap *corev1.ConfigMap
-	// Infrastructure and Proxy are the cluster's (standalone only).
-	Infrastructure *configv1.Infrastructure
-	Proxy          *configv1.Proxy
-	// APIServer holds the cluster's TLS security profile (standalone only; HyperShift's is in
-	// the HostedControlPlane).
-	APIServer *configv1.APIServer
-	// TrustedCA is the CA bundle the cluster network operator injects into the controller's
-	// trusted-CA ConfigMap: standalone, the cluster's; on HyperShift, the management cluster's,
-	// when it is an OpenShift cluster (nothing fills it elsewhere).
-	TrustedCA *corev1.ConfigMap
-	// AdditionalTrustBundle is the ConfigMap the HostedControlPlane's
-	// spec.additionalTrustBundle names (HyperShift only): the CAs the hosted cluster's owner
-	// added for the control plane and the nodes.
-	AdditionalTrustBundle *corev1.ConfigMap
-	UserConfig            *corev1.ConfigMap
-	// CloudConf is the live controller copy of cloud-conf: it holds the last topology decision.
-	CloudConf *corev1.ConfigMap
-	// NodeCloudConf is the live node copy of cloud-conf, in the guest: it holds the zones of
-	// the last listing that succeeded.
-	NodeCloudConf *corev1.ConfigMap
-	Deployment    *appsv1.Deployment
-	// Monitoring is which monitoring objects the cluster of the controller serves and the
-	// operator may write (monitors.go).
-	Monitoring Monitoring
-}
-
-// readInputs reads every input from the caches; a missing object is not an error.
-func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
+// readInputs reads every object the plan is computed from out of the caches, into an Input for
+// the driver; a missing object is not an error. The listing's Detection and the controller pods
+// are the reconciler's to add.
+func (r *Reconciler) readInputs(ctx context.Context, driver *operatorv1.ClusterCSIDriver) (*desired.Input, error) {
 	ns := r.Config.Namespace
-	in := &Inputs{}
+	in := &desired.Input{Config: r.Config.plan(), Driver: driver}
 	// get reads one optional object; found is called when it exists.
 	get := func(c client.Client, key client.ObjectKey, obj client.Object, found func()) error {
 		cluster := r.errCluster(apply.ClusterGuest)
@@ -113,7 +82,7 @@ func (r *Reconciler) readInputs(ctx context.Context) (*Inputs, error) {
 		if len(hcps.Items) == 1 {
 			in.HCP = &hcps.Items[0]
 		}
-		if ref := additionalTrustBundleRef(in.HCP); ref != "" {
+		if ref := desired.AdditionalTrustBundleRef(in.HCP); ref != "" {
 			key := client.ObjectKey{Namespace: ns, Name: ref}
 			if err := get(r.Mgmt, key, &additionalTrust, func() { in.AdditionalTrustBundle = &additionalTrust }); err != nil {
 				return nil, err

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/metrics"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
@@ -71,7 +72,7 @@ type listingCache struct {
 	// failures counts the listings that failed in a row, for retryDelay.
 	failures int
 	// backup is what the latest listings of the backup services said.
-	backup BackupDetection
+	backup desired.BackupDetection
 
 	// running is the listing in progress, nil when none is.
 	running *zoneListing
@@ -131,7 +132,8 @@ func closeClient(l openstack.Lister) {
 	}
 }
 
-// listingRequest is what a listing of the zones (and of the backup services) is made with.
+// listingRequest is what a listing of the zones (and of the backup services) is made with: the
+// plan's desired.Listing, to which it converts.
 type listingRequest struct {
 	CloudsYAML []byte
 	CloudName  string
@@ -161,20 +163,20 @@ func (in listingRequest) key() string {
 }
 
 // detectionFor returns what the zone listings said so far for the listing res asks for (see
-// resolution.listing), or nothing when its plan uses none.
-func (r *Reconciler) detectionFor(ctx context.Context, res *resolution) Detection {
-	in, ok := res.listing()
+// desired.Resolution.Listing), or nothing when its plan uses none.
+func (r *Reconciler) detectionFor(ctx context.Context, res *desired.Resolution) desired.Detection {
+	l, ok := res.Listing()
 	if !ok {
-		return Detection{}
+		return desired.Detection{}
 	}
-	return r.detection(ctx, in)
+	return r.detection(ctx, listingRequest(l))
 }
 
 // detection returns what the zone listings said for in so far, starting a listing in the
 // background when one is due: when the credentials changed, when the recheck interval passed
 // since the last success, or a shorter retry (retryDelay) since the last failure. It waits only
 // for the first decision of an install (see listingCache).
-func (r *Reconciler) detection(ctx context.Context, in listingRequest) Detection {
+func (r *Reconciler) detection(ctx context.Context, in listingRequest) desired.Detection {
 	c := r.listings
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -210,7 +212,7 @@ func (r *Reconciler) detection(ctx context.Context, in listingRequest) Detection
 		c.awaited = false
 	}
 
-	d := Detection{Failure: c.failure, FailureMessage: c.message, ComputeZones: c.compute, VolumeZones: c.volume, Pending: !c.done}
+	d := desired.Detection{Failure: c.failure, FailureMessage: c.message, ComputeZones: c.compute, VolumeZones: c.volume, Pending: !c.done}
 	if c.ok {
 		d.Enabled = ptr.To(c.enabled)
 	}
@@ -256,12 +258,12 @@ func (r *Reconciler) startListing(ctx context.Context, in listingRequest, key st
 		if res.failure == "" {
 			c.ok, c.enabled, c.compute, c.volume = true, res.enabled, res.compute, res.volume
 		}
-		c.backup = res.backup.after(c.backup)
+		c.backup = backupAfter(res.backup, c.backup)
 		// A refused listing of the backup services is an answer (Cinder's policy), not an
 		// outage: it does not shorten the next listing. No usable backup service does, as an
 		// outage of the zones does, so that BackupWarning clears within seconds of one starting.
 		failed := res.failure != "" || (res.backup.Failure != "" && res.backup.Failure != openstack.ReasonPermissionDenied)
-		if failed || res.backup.noneUsable() {
+		if failed || noneUsable(res.backup) {
 			c.failures++
 		} else {
 			c.failures = 0
@@ -294,7 +296,7 @@ type listingResult struct {
 	failure         openstack.Reason
 	message         string
 	// backup is the listing of the backup services; zero when not asked for.
-	backup BackupDetection
+	backup desired.BackupDetection
 }
 
 // failed returns a result in which the zones and, when asked for, the backup services failed
@@ -302,19 +304,19 @@ type listingResult struct {
 func failed(in listingRequest, failure openstack.Reason, message string) listingResult {
 	res := listingResult{failure: failure, message: message}
 	if in.Backup {
-		res.backup = BackupDetection{Failure: failure, FailureMessage: message}
+		res.backup = desired.BackupDetection{Failure: failure, FailureMessage: message}
 	}
 	return res
 }
 
 // noneUsable reports a successful listing that found no backup service up and enabled.
-func (b BackupDetection) noneUsable() bool {
+func noneUsable(b desired.BackupDetection) bool {
 	return b.Listed && !slices.ContainsFunc(b.Services, func(s openstack.BackupService) bool { return s.Usable })
 }
 
-// after returns what the backup services are known to be after this listing, prev being what
+// backupAfter returns what the backup services are known to be after listing b, prev being what
 // they were: a failed listing keeps the services of the last success.
-func (b BackupDetection) after(prev BackupDetection) BackupDetection {
+func backupAfter(b, prev desired.BackupDetection) desired.BackupDetection {
 	if b.Failure == "" {
 		return b
 	}
@@ -392,17 +394,17 @@ func (in listingRequest) openStackConfig(timeout time.Duration) (openstack.Confi
 // listBackupServices lists Cinder's backup services with lister's client. A refusal by Cinder's
 // policy is logged at V(2) only: it is the default for a project member, and the condition says
 // it.
-func listBackupServices(ctx context.Context, lister openstack.Lister) BackupDetection {
+func listBackupServices(ctx context.Context, lister openstack.Lister) desired.BackupDetection {
 	services, err := lister.BackupServices(ctx)
 	if err == nil {
-		return BackupDetection{Listed: true, Services: services}
+		return desired.BackupDetection{Listed: true, Services: services}
 	}
 	if openstack.Classify(err) == openstack.ReasonPermissionDenied {
 		ctrl.LoggerFrom(ctx).V(2).Info("Cinder refused to list its services", "error", err.Error())
-		return BackupDetection{Failure: openstack.ReasonPermissionDenied, FailureMessage: openstack.Describe(err)}
+		return desired.BackupDetection{Failure: openstack.ReasonPermissionDenied, FailureMessage: openstack.Describe(err)}
 	}
 	failure, message := detectionFailed(ctx, err)
-	return BackupDetection{Failure: failure, FailureMessage: message}
+	return desired.BackupDetection{Failure: failure, FailureMessage: message}
 }
 
 // detectionFailed logs why a detection failed, classifies the error and describes it. The

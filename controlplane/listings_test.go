@@ -2,8 +2,10 @@ package controlplane
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -13,9 +15,17 @@ import (
 	. "github.com/onsi/gomega"
 	configv1 "github.com/openshift/api/config/v1"
 	operatorv1 "github.com/openshift/api/operator/v1"
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 )
 
@@ -158,10 +168,20 @@ func (c *fakeClock) reconciler(f *fakeOpenStack, interval time.Duration) *Reconc
 			OpenStackTimeout:        5 * time.Second,
 			NewLister:               f.newLister,
 		},
+		Decoder:  manifests.NewDecoder(scheme),
 		listings: newListingCache(),
 		now:      c.now,
 	}
 }
+
+// scheme is the managers' scheme, for the decoder of the reconcilers the tests make.
+var scheme = func() *runtime.Scheme {
+	s, err := clusters.NewScheme()
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
 
 // decideInputs are the listing request of one set of credentials and the decision in the live
 // cloud-conf.
@@ -170,10 +190,12 @@ type decideInputs struct {
 	lastKnown *bool
 }
 
-// detectionCreds is the listing request of one set of credentials.
+// detectionCreds is the listing request of one set of credentials, of cloud openstack in a
+// clouds.yaml that also has a cloud named other.
 func detectionCreds(password string) decideInputs {
+	cloud := "    auth:\n      auth_url: https://keystone.example:5000\n      password: " + password + "\n"
 	return decideInputs{listingRequest: listingRequest{
-		CloudsYAML: []byte("clouds:\n  openstack:\n    auth:\n      auth_url: https://keystone.example:5000\n      password: " + password + "\n"),
+		CloudsYAML: []byte("clouds:\n  openstack:\n" + cloud + "  other:\n" + cloud),
 		CloudName:  "openstack",
 		CAPEM:      []byte(testutil.CA),
 	}}
@@ -184,18 +206,50 @@ func withLastKnown(in decideInputs, v bool) decideInputs {
 	return in
 }
 
-// decide takes the reconcile's steps from a resolution of in, with the user's override, to a
-// topology decision: detectionFor (a listing unless the override makes none needed), then
-// chooseTopology, as desired does. A listing it starts runs to its end before the decision is
-// taken, as the reconcile its end causes would take it.
-func (r *Reconciler) decide(ctx context.Context, override *bool, in decideInputs) topologyDecision {
-	res := &resolution{cfg: &settings{
-		CloudsYAML: in.CloudsYAML, CloudName: in.CloudName, CABundle: string(in.CAPEM), Proxy: in.Proxy,
-		Override: override, LastTopology: in.lastKnown, Features: features{BackupClass: in.Backup},
-	}}
+// decide takes the reconcile's steps from the input of a hosted cluster with in's credentials,
+// proxy and live decision and the user's override, to its plan's topology decision: Resolve,
+// detectionFor (a listing unless the override makes none needed), then the plan. A listing it
+// starts runs to its end before the plan is made, as the reconcile its end causes would make it.
+func (r *Reconciler) decide(ctx context.Context, override *bool, in decideInputs) desired.TopologyDecision {
+	res := desired.Resolve(in.input(override))
 	r.detectionFor(ctx, res)
 	r.listings.waitIdle()
-	return chooseTopology(override, r.detectionFor(ctx, res), in.lastKnown)
+	p, err := res.Plan(r.Decoder, r.detectionFor(ctx, res))
+	if err != nil {
+		panic(fmt.Sprintf("planning the test's input: %v", err))
+	}
+	if len(p.Problems) > 0 {
+		panic(fmt.Sprintf("the test's input is not valid: %v", p.ProblemMessages()))
+	}
+	return p.Topology
+}
+
+// input is the Input of a hosted cluster whose resolution asks for in's listing: its credentials
+// and CA in the credentials Secret, its proxy the operator's own, its backup class and the
+// user's override in cinder-csi-config, and its last known decision in the live cloud-conf.
+func (in decideInputs) input(override *bool) desired.Input {
+	user := map[string]string{names.KeyBackupSnapshotClass: strconv.FormatBool(in.Backup)}
+	if override != nil {
+		user[names.KeyEnableTopology] = strconv.FormatBool(*override)
+	}
+	i := desired.Input{
+		Config: desired.Config{HyperShift: true, Namespace: "clusters-example", Proxy: in.Proxy, Images: operandimages.Controller{
+			Driver: "driver", Provisioner: "provisioner", Attacher: "attacher", Resizer: "resizer", Snapshotter: "snapshotter",
+			LivenessProbe: "livenessprobe", KubeRBACProxy: "kube-rbac-proxy",
+		}},
+		Driver: &operatorv1.ClusterCSIDriver{Spec: operatorv1.ClusterCSIDriverSpec{OperatorSpec: operatorv1.OperatorSpec{ManagementState: operatorv1.Managed}}},
+		HCP: &hyperv1.HostedControlPlane{Spec: hyperv1.HostedControlPlaneSpec{InfraID: "example", Platform: hyperv1.PlatformSpec{
+			OpenStack: &hyperv1.OpenStackPlatformSpec{IdentityRef: hyperv1.OpenStackIdentityReference{CloudName: in.CloudName}},
+		}}},
+		Credentials: &corev1.Secret{Data: map[string][]byte{
+			names.KeyCloudsYAML: in.CloudsYAML, names.KeyCACert: in.CAPEM,
+		}},
+		UserConfig: &corev1.ConfigMap{Data: user},
+	}
+	if in.lastKnown != nil {
+		i.CloudConf = &corev1.ConfigMap{Data: map[string]string{nodeconf.KeyEnableTopology: strconv.FormatBool(*in.lastKnown)}}
+	}
+	return i
 }
 
 // waitIdle waits for the listing in progress, if any, to end.
@@ -224,7 +278,7 @@ func TestDecide(t *testing.T) {
 		for _, override := range []bool{true, false} {
 			d := r.decide(t.Context(), &override, withLastKnown(detectionCreds("a"), !override))
 			g.Expect(d.Enabled).To(Equal(override))
-			g.Expect(d.Source).To(Equal(sourceOverride))
+			g.Expect(d.Source).To(Equal(desired.SourceOverride))
 			g.Expect(d.Failure).To(BeEmpty())
 			g.Expect(d.RecheckIn).To(BeZero(), "an override needs no recheck")
 		}
@@ -251,8 +305,8 @@ func TestDecide(t *testing.T) {
 		cloud := &fakeOpenStack{compute: []string{"az2", "az1"}, volume: []string{"az1", "az2", "az3"}}
 		r := newFakeClock().reconciler(cloud, interval)
 		d := r.decide(t.Context(), nil, detectionCreds("a"))
-		g.Expect(d).To(Equal(topologyDecision{
-			Enabled: true, Source: sourceDetected,
+		g.Expect(d).To(Equal(desired.TopologyDecision{
+			Enabled: true, Source: desired.SourceDetected,
 			ComputeZones: []string{"az1", "az2"}, VolumeZones: []string{"az1", "az2", "az3"},
 			RecheckIn: interval,
 		}))
@@ -270,7 +324,7 @@ func TestDecide(t *testing.T) {
 			c.advance(step)
 			d := r.decide(t.Context(), nil, detectionCreds("a"))
 			g.Expect(d.Enabled).To(BeTrue())
-			g.Expect(d.Source).To(Equal(sourceDetected))
+			g.Expect(d.Source).To(Equal(desired.SourceDetected))
 		}
 		g.Expect(cloud.count()).To(Equal(1))
 		d := r.decide(t.Context(), nil, detectionCreds("a"))
@@ -289,7 +343,7 @@ func TestDecide(t *testing.T) {
 		d := r.decide(t.Context(), nil, detectionCreds("a"))
 		g.Expect(cloud.count()).To(Equal(2))
 		g.Expect(d.Enabled).To(BeFalse())
-		g.Expect(d.Source).To(Equal(sourceDetected))
+		g.Expect(d.Source).To(Equal(desired.SourceDetected))
 		g.Expect(d.RecheckIn).To(Equal(interval))
 	})
 
@@ -358,7 +412,7 @@ func TestDecide(t *testing.T) {
 		r := newFakeClock().reconciler(cloud, interval)
 		d := r.decide(t.Context(), nil, withLastKnown(detectionCreds("a"), true))
 		g.Expect(d.Enabled).To(BeTrue())
-		g.Expect(d.Source).To(Equal(sourceLastKnown))
+		g.Expect(d.Source).To(Equal(desired.SourceLastKnown))
 		g.Expect(d.Failure).To(Equal(openstack.ReasonUnreachable))
 		g.Expect(d.RecheckIn).To(Equal(firstRetry), "a failure is retried soon")
 	})
@@ -375,7 +429,7 @@ func TestDecide(t *testing.T) {
 		c.advance(interval)
 		d := r.decide(t.Context(), nil, withLastKnown(detectionCreds("a"), false))
 		g.Expect(d.Enabled).To(BeFalse())
-		g.Expect(d.Source).To(Equal(sourceLastKnown))
+		g.Expect(d.Source).To(Equal(desired.SourceLastKnown))
 		g.Expect(d.Failure).To(Equal(openstack.ReasonUnreachable))
 	})
 
@@ -392,7 +446,7 @@ func TestDecide(t *testing.T) {
 		d := r.decide(t.Context(), nil, detectionCreds("a"))
 		g.Expect(cloud.count()).To(Equal(2))
 		g.Expect(d.Enabled).To(BeTrue())
-		g.Expect(d.Source).To(Equal(sourceLastKnown))
+		g.Expect(d.Source).To(Equal(desired.SourceLastKnown))
 		g.Expect(d.Failure).To(Equal(openstack.ReasonUnreachable))
 	})
 
@@ -403,7 +457,7 @@ func TestDecide(t *testing.T) {
 		r := newFakeClock().reconciler(cloud, interval)
 		d := r.decide(t.Context(), nil, detectionCreds("a"))
 		g.Expect(d.Enabled).To(BeFalse())
-		g.Expect(d.Source).To(Equal(sourceDefault))
+		g.Expect(d.Source).To(Equal(desired.SourceDefault))
 		g.Expect(d.Failure).To(Equal(openstack.ReasonTimeout))
 	})
 
@@ -414,7 +468,7 @@ func TestDecide(t *testing.T) {
 		r := newFakeClock().reconciler(cloud, interval)
 		d := r.decide(t.Context(), nil, withLastKnown(detectionCreds("a"), true))
 		g.Expect(d.Enabled).To(BeTrue())
-		g.Expect(d.Source).To(Equal(sourceLastKnown))
+		g.Expect(d.Source).To(Equal(desired.SourceLastKnown))
 		g.Expect(d.Failure).To(Equal(openstack.ReasonNoAvailableZones))
 	})
 
@@ -440,7 +494,7 @@ func TestDecide(t *testing.T) {
 		d := r.decide(t.Context(), nil, detectionCreds("a"))
 		g.Expect(cloud.count()).To(Equal(5))
 		g.Expect(d.Failure).To(BeEmpty())
-		g.Expect(d.Source).To(Equal(sourceDetected))
+		g.Expect(d.Source).To(Equal(desired.SourceDetected))
 		g.Expect(d.Enabled).To(BeTrue())
 		g.Expect(d.RecheckIn).To(Equal(interval))
 
@@ -470,7 +524,7 @@ func TestDecide(t *testing.T) {
 		c.advance(maxRetry)
 		d = r.decide(t.Context(), nil, detectionCreds("a"))
 		g.Expect(d.Failure).To(BeEmpty(), "cleared 30 s after OpenStack is back")
-		g.Expect(d.Source).To(Equal(sourceDetected))
+		g.Expect(d.Source).To(Equal(desired.SourceDetected))
 		g.Expect(d.RecheckIn).To(Equal(interval))
 	})
 
@@ -523,7 +577,7 @@ func TestDetectionBackupServices(t *testing.T) {
 		return in
 	}
 	// listOnce lists with in and returns what the reconcile after the listing sees.
-	listOnce := func(r *Reconciler, in listingRequest) Detection {
+	listOnce := func(r *Reconciler, in listingRequest) desired.Detection {
 		r.detection(context.Background(), in)
 		r.listings.waitIdle()
 		return r.detection(context.Background(), in)
@@ -536,7 +590,7 @@ func TestDetectionBackupServices(t *testing.T) {
 		r := newFakeClock().reconciler(cloud, interval)
 		d := listOnce(r, backupCreds())
 		g.Expect(cloud.count()).To(Equal(1), "one client for both")
-		g.Expect(d.Backup).To(Equal(BackupDetection{Listed: true, Services: []openstack.BackupService{{Zone: "az1", Usable: true}}}))
+		g.Expect(d.Backup).To(Equal(desired.BackupDetection{Listed: true, Services: []openstack.BackupService{{Zone: "az1", Usable: true}}}))
 		g.Expect(d.RecheckIn).To(Equal(interval))
 	})
 
@@ -666,7 +720,7 @@ func TestDecideProxy(t *testing.T) {
 		cloud := &fakeOpenStack{compute: matching, volume: matching}
 		r := newFakeClock().reconciler(cloud, interval)
 		d := r.decide(t.Context(), nil, proxied(detectionCreds("a"), proxy))
-		g.Expect(d.Source).To(Equal(sourceDetected))
+		g.Expect(d.Source).To(Equal(desired.SourceDetected))
 		g.Expect(cloud.lastProxy(t.Context(), g, keystone)).To(Equal(proxy.HTTPSProxy))
 		g.Expect(cloud.lastProxy(t.Context(), g, "http://keystone.example:5000/v3")).To(Equal(proxy.HTTPProxy))
 	})
@@ -722,7 +776,7 @@ func TestDecideProxy(t *testing.T) {
 		g.Expect(cloud.count()).To(BeZero())
 		g.Expect(d.Failure).To(Equal(openstack.ReasonInvalidProxy))
 		g.Expect(d.Enabled).To(BeTrue())
-		g.Expect(d.Source).To(Equal(sourceLastKnown))
+		g.Expect(d.Source).To(Equal(desired.SourceLastKnown))
 		g.Expect(d.FailureMessage).To(Equal(openstack.Message(openstack.ReasonInvalidProxy)))
 		g.Expect(d.FailureMessage).NotTo(ContainSubstring("s3cret"))
 	})
@@ -787,9 +841,9 @@ func TestDetectionInBackground(t *testing.T) {
 
 		release := cloud.hang()
 		cloud.set([]string{"az1", "other"}, []string{"az1", "az2"}, nil)
-		done := make(chan Detection)
+		done := make(chan desired.Detection)
 		go func() { done <- r.detection(t.Context(), detectionCreds("b").listingRequest) }()
-		var d Detection
+		var d desired.Detection
 		g.Eventually(done).Should(Receive(&d), "the reconcile must not wait for the hanging listing")
 		g.Expect(d.Enabled).To(HaveValue(BeTrue()), "the last decision stays in force")
 		g.Expect(d.Pending).To(BeFalse())
@@ -826,9 +880,10 @@ func TestDetectionInBackground(t *testing.T) {
 		g.Expect(d.Pending).To(BeTrue())
 		g.Expect(d.Enabled).To(BeNil())
 		g.Expect(d.RecheckIn).To(Equal(firstRetry))
-		dec := chooseTopology(nil, d, nil)
-		g.Expect(dec.Enabled).To(BeFalse())
-		g.Expect(dec.Source).To(Equal(sourcePending))
+		p, err := desired.Resolve(in.input(nil)).Plan(r.Decoder, d)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(p.Topology.Enabled).To(BeFalse())
+		g.Expect(p.Topology.Source).To(Equal(desired.SourcePending))
 
 		release()
 		r.listings.waitIdle()
@@ -845,9 +900,9 @@ func TestDetectionInBackground(t *testing.T) {
 		defer release()
 		in := detectionCreds("a").listingRequest
 		in.Decided = true
-		done := make(chan Detection)
+		done := make(chan desired.Detection)
 		go func() { done <- r.detection(t.Context(), in) }()
-		var d Detection
+		var d desired.Detection
 		g.Eventually(done).Should(Receive(&d))
 		g.Expect(d.Pending).To(BeTrue())
 	})

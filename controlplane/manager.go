@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
@@ -82,6 +83,14 @@ type Config struct {
 	// the control-plane operator sets on management clusters without SecurityContextConstraints
 	// (where nothing else would assign one). Nil leaves the UID to the cluster.
 	RunAsUser *int64
+}
+
+// plan is what the plan takes of c (desired.Config).
+func (c Config) plan() desired.Config {
+	return desired.Config{
+		HyperShift: c.HyperShift, Namespace: c.Namespace, Images: c.Images, Proxy: c.Proxy,
+		ReleaseVersion: c.ReleaseVersion, RunAsUser: c.RunAsUser,
+	}
 }
 
 // defaults gives every duration left zero its default: the flags of the subcommands set them,

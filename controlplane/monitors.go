@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
@@ -51,19 +52,19 @@ func (a *monitoringAccess) recheck() time.Duration {
 // reconciler watches; on HyperShift, where the operator may not read CRDs, the management
 // cluster's discovery says so) and the operator may write both, the PrometheusRule when that kind
 // is served too and it may write it. Discovery is asked again only while a kind is missing.
-func (r *Reconciler) monitoring(ctx context.Context, monitorCRD bool) Monitoring {
+func (r *Reconciler) monitoring(ctx context.Context, monitorCRD bool) desired.Monitoring {
 	served := monitorCRD
 	if r.Config.HyperShift {
-		served = r.served(ctx, serviceMonitorGVK)
+		served = r.served(ctx, desired.ServiceMonitorGVK)
 		r.monitoringAccess.unserved.Store(!served)
 	}
 	if !served {
-		return Monitoring{}
+		return desired.Monitoring{}
 	}
-	var m Monitoring
+	var m desired.Monitoring
 	m.ServiceMonitors = r.mayWrite(ctx, &r.monitoringAccess.controllerMonitor, "servicemonitors") &&
 		r.mayWrite(ctx, &r.monitoringAccess.operatorMonitor, "servicemonitors")
-	m.PrometheusRules = r.served(ctx, prometheusRuleGVK) && r.mayWrite(ctx, &r.monitoringAccess.rule, "prometheusrules")
+	m.PrometheusRules = r.served(ctx, desired.PrometheusRuleGVK) && r.mayWrite(ctx, &r.monitoringAccess.rule, "prometheusrules")
 	return m
 }
 
@@ -79,7 +80,7 @@ func (r *Reconciler) served(ctx context.Context, gvk schema.GroupVersionKind) bo
 // mayWrite asks q whether the operator may patch its object of resource (the applier's create
 // and update) and delete it (managementState Removed), and says once when it may not.
 func (r *Reconciler) mayWrite(ctx context.Context, q *access.Question, resource string) bool {
-	ok, denied, err := q.Allowed(ctx, r.Mgmt, r.Config.Namespace, serviceMonitorGVK.Group, resource, "patch", "delete")
+	ok, denied, err := q.Allowed(ctx, r.Mgmt, r.Config.Namespace, desired.ServiceMonitorGVK.Group, resource, "patch", "delete")
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Asking whether the operator may write a monitoring object", "name", q.Name)
 		return false
@@ -102,8 +103,15 @@ func (r *Reconciler) mayWrite(ctx context.Context, q *access.Question, resource 
 // once. Once allowed, the watch starts at the first reconcile after the question was asked again.
 func monitorsWatchable(ctx context.Context, gate *access.Gate, c client.Client, namespace string) (bool, error) {
 	// The watch itself starts later, once the kind is served (Reconciler.monitors).
-	return gate.Open(ctx, c, namespace, serviceMonitorGVK.Group, "servicemonitors", nil,
+	return gate.Open(ctx, c, namespace, desired.ServiceMonitorGVK.Group, "servicemonitors", nil,
 		"ServiceMonitors may not be listed or watched: reading the operator's ServiceMonitors directly, without a watch", "namespace", namespace)
+}
+
+// newServiceMonitor returns an empty ServiceMonitor, for the watch.
+func newServiceMonitor() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(desired.ServiceMonitorGVK)
+	return u
 }
 
 // monitorReader reads the monitoring kinds without a watch from the API server and everything
@@ -119,9 +127,9 @@ type monitorReader struct {
 func (r monitorReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		switch u.GroupVersionKind().GroupKind() {
-		case prometheusRuleGVK.GroupKind():
+		case desired.PrometheusRuleGVK.GroupKind():
 			return r.direct.Get(ctx, key, obj, opts...)
-		case serviceMonitorGVK.GroupKind():
+		case desired.ServiceMonitorGVK.GroupKind():
 			if !r.watchedMonitors {
 				return r.direct.Get(ctx, key, obj, opts...)
 			}

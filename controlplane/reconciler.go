@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
@@ -124,7 +125,7 @@ func (r *Reconciler) isAdditionalTrustBundle(o client.Object) bool {
 		return false
 	}
 	for i := range hcps.Items {
-		if additionalTrustBundleRef(&hcps.Items[i]) == o.GetName() {
+		if desired.AdditionalTrustBundleRef(&hcps.Items[i]) == o.GetName() {
 			return true
 		}
 	}
@@ -142,19 +143,18 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	log := ctrl.LoggerFrom(ctx)
 	r.Config.LogLevel.Follow(log, driver.Spec.OperatorLogLevel)
 
-	in, err := r.readInputs(ctx)
+	in, err := r.readInputs(ctx, driver)
 	if err != nil {
 		st.Keep(driver.Status.Conditions, names.ControlPlaneConditions...)
 		st.Fold(names.ConditionControllerDegraded, err, "Reading the operator's inputs")
 		return ctrl.Result{}, err
 	}
-	s := State{Driver: driver, Inputs: *in}
 	if driver.Spec.ManagementState == operatorv1.Removed && !r.Config.HyperShift {
-		s.ControllerPods = r.runningControllerPods(ctx)
+		in.ControllerPods = r.runningControllerPods(ctx)
 	}
-	res := resolveState(r.Config, s)
-	s.Detection = r.detectionFor(ctx, res)
-	p, err := desired(r.Decoder, r.Config, s, res)
+	// Resolved once: the listing asked for and the plan are made from the same resolution.
+	res := desired.Resolve(*in)
+	p, err := res.Plan(r.Decoder, r.detectionFor(ctx, res))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -203,7 +203,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		applyErr = r.monitors.Start(ctx, r.controller, r.mgmtCache, newServiceMonitor(), "ServiceMonitors")
 	}
 	if applyErr == nil {
-		applyErr = appliers.Apply(ctx, log, p.Apply)[groupController]
+		applyErr = appliers.Apply(ctx, log, p.Apply)[desired.GroupController]
 	}
 	setControllerConditions(st, in.Deployment, "", applyErr)
 	if applyErr != nil {
@@ -212,8 +212,8 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	// Recorded after the apply that writes the new source into cloud-conf: a failed apply
 	// records nothing, and its retry does.
 	if note, changed := configSourceEvent(in.CloudConf, p.ConfigSource); changed && r.Recorder != nil {
-		log.V(0).Info("Driver settings source changed", "source", p.ConfigSource.record())
-		r.Recorder.Eventf(driver, nil, corev1.EventTypeNormal, names.ReasonConfigSourceChanged, p.ConfigSource.action(), "%s", note)
+		log.V(0).Info("Driver settings source changed", "source", p.ConfigSource.Record())
+		r.Recorder.Eventf(driver, nil, corev1.EventTypeNormal, names.ReasonConfigSourceChanged, p.ConfigSource.Action(), "%s", note)
 	}
 	// A denied watch of ServiceMonitors, or write of a monitoring object, is asked again on its
 	// interval: a grant changes no object this reconciler watches, so nothing else would bring
@@ -228,7 +228,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 // cache cannot see them. m is what the plan applies or deletes of the monitoring kinds: with
 // ServiceMonitors, it asks, once, whether they may be watched, and if not reads them directly
 // (see monitorsWatchable); the answer is returned with the applier.
-func (r *Reconciler) mgmtApplier(ctx context.Context, m Monitoring) (*apply.Applier, bool, error) {
+func (r *Reconciler) mgmtApplier(ctx context.Context, m desired.Monitoring) (*apply.Applier, bool, error) {
 	a := apply.New(r.Mgmt, r.fieldOwner())
 	a.Reader = r.mgmtCache
 	var watched bool
@@ -265,7 +265,7 @@ func keepTopologyCondition(st *conditions.Set, driver *operatorv1.ClusterCSIDriv
 // configuration is invalid (they are evaluated from valid configuration only); a warning not yet
 // written waits for it.
 func keepWarningConditions(st *conditions.Set, driver *operatorv1.ClusterCSIDriver) {
-	for _, t := range warningTypes {
+	for _, t := range desired.WarningTypes {
 		if conditions.Find(driver.Status.Conditions, t) != nil {
 			st.Keep(driver.Status.Conditions, t)
 			continue
@@ -277,5 +277,5 @@ func keepWarningConditions(st *conditions.Set, driver *operatorv1.ClusterCSIDriv
 // otherConditions are this manager's condition types besides the controller workload's: what
 // Unmanaged and Removed report on next to the workload's.
 func otherConditions() []string {
-	return append([]string{names.ConditionConfigDegraded, names.ConditionTopologyDegraded}, warningTypes...)
+	return append([]string{names.ConditionConfigDegraded, names.ConditionTopologyDegraded}, desired.WarningTypes...)
 }

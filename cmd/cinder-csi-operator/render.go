@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane"
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/guest"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
@@ -77,21 +77,21 @@ func parseRenderFlags(args []string, stderr io.Writer) (renderFlags, error) {
 	return r, nil
 }
 
-// state reads the input files into the controlplane manager's state, as if its caches held them.
-func (r renderFlags) state() (controlplane.State, error) {
+// input reads the input files into the controlplane manager's plan input, as if its caches held
+// them; the manager's configuration is configs'.
+func (r renderFlags) input() (desired.Input, error) {
 	detection, err := offlineDetection(r.enableTopology, r.enableTopologySet, r.computeZones, r.volumeZones)
 	if err != nil {
-		return controlplane.State{}, err
+		return desired.Input{}, err
 	}
-	cp := controlplane.State{Inputs: controlplane.Inputs{Monitoring: controlplane.Monitoring{ServiceMonitors: r.monitor, PrometheusRules: r.monitor}}, Detection: detection}
-	in := &cp.Inputs
+	cp := desired.Input{Monitoring: desired.Monitoring{ServiceMonitors: r.monitor, PrometheusRules: r.monitor}, Detection: detection}
 	files := []struct {
 		path string
 		into any
 	}{
-		{r.credsFile, &in.Credentials}, {r.caFile, &in.CAConfigMap}, {r.userFile, &in.UserConfig}, {r.driverFile, &cp.Driver},
-		{r.hcpFile, &in.HCP}, {r.infraFile, &in.Infrastructure}, {r.proxyFile, &in.Proxy},
-		{r.apiServerFile, &in.APIServer}, {r.nodeConfFile, &in.NodeCloudConf},
+		{r.credsFile, &cp.Credentials}, {r.caFile, &cp.CAConfigMap}, {r.userFile, &cp.UserConfig}, {r.driverFile, &cp.Driver},
+		{r.hcpFile, &cp.HCP}, {r.infraFile, &cp.Infrastructure}, {r.proxyFile, &cp.Proxy},
+		{r.apiServerFile, &cp.APIServer}, {r.nodeConfFile, &cp.NodeCloudConf},
 	}
 	for _, f := range files {
 		if f.path == "" {
@@ -105,19 +105,19 @@ func (r renderFlags) state() (controlplane.State, error) {
 		cp.Driver = &operatorv1.ClusterCSIDriver{}
 	}
 	hyperShift := r.mode == "hypershift"
-	if hyperShift && in.HCP == nil {
+	if hyperShift && cp.HCP == nil {
 		return cp, errors.New("--hcp-file is required in hypershift mode")
 	}
-	if !hyperShift && in.Infrastructure == nil {
+	if !hyperShift && cp.Infrastructure == nil {
 		return cp, errors.New("--infrastructure-file is required in standalone mode")
 	}
 	return cp, nil
 }
 
 // configs are the two managers' configurations for the mode, with images from the environment.
-func (r renderFlags) configs(cp controlplane.State) (controlplane.Config, guest.Config, error) {
+func (r renderFlags) configs(cp desired.Input) (desired.Config, guest.Config, error) {
 	hyperShift := r.mode == "hypershift"
-	cpCfg := controlplane.Config{HyperShift: hyperShift}
+	cpCfg := desired.Config{HyperShift: hyperShift}
 	gCfg := guest.Config{HyperShift: hyperShift}
 	var err error
 	if cpCfg.Images, err = operandimages.ControllerImages(os.LookupEnv, hyperShift); err != nil {
@@ -130,7 +130,7 @@ func (r renderFlags) configs(cp controlplane.State) (controlplane.Config, guest.
 	case r.namespace != "":
 		cpCfg.Namespace = r.namespace
 	case hyperShift:
-		cpCfg.Namespace = cp.Inputs.HCP.Namespace
+		cpCfg.Namespace = cp.HCP.Namespace
 	default:
 		cpCfg.Namespace = names.GuestNamespace
 	}
@@ -144,7 +144,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cp, err := r.state()
+	cp, err := r.input()
 	if err != nil {
 		return err
 	}
@@ -152,6 +152,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cp.Config = cpCfg
 	scheme, err := clusters.NewScheme()
 	if err != nil {
 		return err
@@ -159,7 +160,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 
 	// The plans the managers execute, from the same pure functions.
 	d := manifests.NewDecoder(scheme)
-	cpPlan, err := controlplane.Desired(d, cpCfg, cp)
+	cpPlan, err := desired.Compute(d, cp)
 	if err != nil {
 		return err
 	}
@@ -193,15 +194,15 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 }
 
 // offlineDetection returns the Detection of an offline render, where no zone can be listed: the
-// topology decision and the zones are given, as if a listing had returned them (controlplane.Offline,
+// topology decision and the zones are given, as if a listing had returned them (desired.Offline,
 // OfflineZones). Given zones decide topology as a listing of them would, unless enable-topology is
 // set explicitly.
-func offlineDetection(enableTopology, explicit bool, computeZones, volumeZones string) (controlplane.Detection, error) {
+func offlineDetection(enableTopology, explicit bool, computeZones, volumeZones string) (desired.Detection, error) {
 	if (computeZones == "") != (volumeZones == "") {
-		return controlplane.Detection{}, errors.New("--compute-zones and --volume-zones go together: a listing returns both")
+		return desired.Detection{}, errors.New("--compute-zones and --volume-zones go together: a listing returns both")
 	}
 	if computeZones == "" {
-		return controlplane.Offline(enableTopology), nil
+		return desired.Offline(enableTopology), nil
 	}
 	// Trimmed and sorted before the decision, as the zones a listing returns would be.
 	compute, volume := zoneclasses.SplitZones(computeZones), zoneclasses.SplitZones(volumeZones)
@@ -209,7 +210,7 @@ func offlineDetection(enableTopology, explicit bool, computeZones, volumeZones s
 	if !explicit {
 		enabled = openstack.TopologyEnabled(compute, volume)
 	}
-	return controlplane.OfflineZones(enabled, compute, volume), nil
+	return desired.OfflineZones(enabled, compute, volume), nil
 }
 
 // renderSection is one titled part of render's output: the steps of a plan that act on one

@@ -13,7 +13,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane"
+	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
 	"github.com/cinder-csi-operator/cinder-csi-operator/guest"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
@@ -49,12 +49,15 @@ func TestRenderMatchesApplied(t *testing.T) {
 	// The environment's zones match, so the operator detected topology as enabled; the node
 	// copy records them.
 	zones := []string{e.Zone()}
-	cpState := controlplane.State{
-		Driver:    driver(g, e),
-		Inputs:    controlplane.Inputs{HCP: &hcps.Items[0], Credentials: creds, CAConfigMap: caCM},
-		Detection: controlplane.OfflineZones(true, zones, zones),
+	cpInput := desired.Input{
+		Config:      desired.Config{HyperShift: true, Namespace: e.Namespace, Images: ctrlImages},
+		Driver:      driver(g, e),
+		HCP:         &hcps.Items[0],
+		Credentials: creds,
+		CAConfigMap: caCM,
+		Detection:   desired.OfflineZones(true, zones, zones),
 	}
-	cpPlan, err := controlplane.Desired(d, controlplane.Config{HyperShift: true, Namespace: e.Namespace, Images: ctrlImages}, cpState)
+	cpPlan, err := desired.Compute(d, cpInput)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cpPlan.Problems).To(BeEmpty())
 	var mgmtObjs, guestCPObjs []client.Object
@@ -72,7 +75,7 @@ func TestRenderMatchesApplied(t *testing.T) {
 	liveSC := &storagev1.StorageClass{}
 	g.Expect(e.GuestClient.Get(ctx, client.ObjectKey{Name: names.StorageClass}, liveSC)).To(Succeed())
 	guestPlan, err := guest.Desired(d, guest.Config{HyperShift: true, Images: nodeImages}, guest.State{
-		Driver: cpState.Driver, CloudConf: nodeConf, StorageClass: liveSC, StorageClasses: scs.Items, SnapshotCRD: true,
+		Driver: cpInput.Driver, CloudConf: nodeConf, StorageClass: liveSC, StorageClasses: scs.Items, SnapshotCRD: true,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	var guestObjs []client.Object

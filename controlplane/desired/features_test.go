@@ -1,11 +1,10 @@
-package controlplane
+package desired
 
 import (
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	operatorv1 "github.com/openshift/api/operator/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
@@ -18,12 +17,12 @@ import (
 
 func TestParseFeatures(t *testing.T) {
 	t.Parallel()
-	user := func(data map[string]string) configSource {
-		return configSource{Kind: userConfigSource, Name: names.UserConfigMap, Key: names.KeyUserConfig, Data: data}
+	user := func(data map[string]string) ConfigSource {
+		return ConfigSource{Kind: UserConfigSource, Name: names.UserConfigMap, Key: names.KeyUserConfig, Data: data}
 	}
 	for _, tt := range []struct {
 		name    string
-		src     configSource
+		src     ConfigSource
 		want    features
 		wantErr []string
 	}{
@@ -53,7 +52,7 @@ func TestParseFeatures(t *testing.T) {
 		},
 		{
 			name: "When the installer's cloud provider config holds feature keys, it should ignore them",
-			src:  configSource{Kind: installerConfigSource, Name: "cloud-provider-config", Key: "config", Data: map[string]string{names.KeyZoneStorageClasses: "true", names.KeySnapshotForceCreate: "nonsense"}},
+			src:  ConfigSource{Kind: InstallerConfigSource, Name: "cloud-provider-config", Key: "config", Data: map[string]string{names.KeyZoneStorageClasses: "true", names.KeySnapshotForceCreate: "nonsense"}},
 			want: defaultFeatures(),
 		},
 		{
@@ -182,8 +181,8 @@ func featureConfig() map[string]string {
 
 // withFeatures is s with every feature on and a listing that found zones az1, az2 and nova
 // (compute) and az1, az2 and ceph (volume).
-func withFeatures(s State, topology bool) State {
-	s.Inputs.UserConfig = &corev1.ConfigMap{Data: featureConfig()}
+func withFeatures(s Input, topology bool) Input {
+	s.UserConfig = &corev1.ConfigMap{Data: featureConfig()}
 	s.Detection = OfflineZones(topology, []string{"az1", "az2", "nova"}, []string{"az1", "az2", "ceph"})
 	return s
 }
@@ -204,10 +203,10 @@ func TestDesiredFeatures(t *testing.T) {
 	for _, mode := range []struct {
 		name  string
 		rc    Config
-		state func() State
+		state func() Input
 	}{
-		{"on HyperShift", hyperShiftConfig(), func() State { return hyperShiftState(false, testutil.CA) }},
-		{"standalone", standaloneConfig(), func() State { return standaloneState(false, false) }},
+		{"on HyperShift", hyperShiftConfig(), func() Input { return hyperShiftState(false, testutil.CA) }},
+		{"standalone", standaloneConfig(), func() Input { return standaloneState(false, false) }},
 	} {
 		t.Run("When the class features are switched on "+mode.name+", it should change the node copy and nothing next to the controller", func(t *testing.T) {
 			t.Parallel()
@@ -215,7 +214,7 @@ func TestDesiredFeatures(t *testing.T) {
 			off := mode.state()
 			off.Detection = OfflineZones(true, []string{"az1", "az2", "nova"}, []string{"az1", "az2", "ceph"})
 			on := withFeatures(mode.state(), true)
-			delete(on.Inputs.UserConfig.Data, names.KeyPVCAnnotations)
+			delete(on.UserConfig.Data, names.KeyPVCAnnotations)
 			pOff, pOn := desiredPlan(t, mode.rc, off), desiredPlan(t, mode.rc, on)
 			g.Expect(pOn.Problems).To(BeEmpty())
 			g.Expect(pOn.Apply).To(HaveLen(len(pOff.Apply)))
@@ -245,8 +244,8 @@ func TestDesiredFeatures(t *testing.T) {
 
 			after := withFeatures(mode.state(), true)
 			after.Detection = Detection{Failure: openstack.ReasonUnreachable, Pending: false}
-			after.Inputs.NodeCloudConf = live
-			after.Inputs.CloudConf = &corev1.ConfigMap{Data: map[string]string{nodeconf.KeyEnableTopology: "true"}}
+			after.NodeCloudConf = live
+			after.CloudConf = &corev1.ConfigMap{Data: map[string]string{nodeconf.KeyEnableTopology: "true"}}
 			p := desiredPlan(t, mode.rc, after)
 			g.Expect(planNodeCopy(g, p).Data).To(Equal(live.Data))
 			g.Expect(p.Topology.Failure).To(Equal(openstack.ReasonUnreachable))
@@ -257,10 +256,10 @@ func TestDesiredFeatures(t *testing.T) {
 			g := NewWithT(t)
 			live := planNodeCopy(g, desiredPlan(t, mode.rc, withFeatures(mode.state(), true)))
 			after := withFeatures(mode.state(), true)
-			after.Inputs.UserConfig.Data[names.KeyZoneMapping] = ""
+			after.UserConfig.Data[names.KeyZoneMapping] = ""
 			after.Detection = Detection{Failure: openstack.ReasonTimeout}
-			after.Inputs.NodeCloudConf = live
-			after.Inputs.CloudConf = &corev1.ConfigMap{Data: map[string]string{nodeconf.KeyEnableTopology: "true"}}
+			after.NodeCloudConf = live
+			after.CloudConf = &corev1.ConfigMap{Data: map[string]string{nodeconf.KeyEnableTopology: "true"}}
 			g.Expect(planNodeCopy(g, desiredPlan(t, mode.rc, after)).Data).To(HaveKeyWithValue(nodeconf.KeyZoneClasses,
 				`[{"volumeZone":"az1","computeZones":["az1"]},{"volumeZone":"az2","computeZones":["az2"]}]`))
 		})
@@ -270,7 +269,7 @@ func TestDesiredFeatures(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		s := hyperShiftState(false, "")
-		s.Inputs.UserConfig.Data[names.KeyBackupSnapshotClass] = "on"
+		s.UserConfig.Data[names.KeyBackupSnapshotClass] = "on"
 		p := desiredPlan(t, hyperShiftConfig(), s)
 		g.Expect(p.Apply).To(BeEmpty())
 		g.Expect(p.ProblemMessages()).To(ConsistOf(`ConfigMap openshift-config/cinder-csi-config: backup_snapshot_class: must be "true" or "false", or be left empty for the default (false).`))
@@ -282,30 +281,12 @@ func TestDesiredFeatures(t *testing.T) {
 		g := NewWithT(t)
 		for _, key := range []string{names.KeyZoneStorageClasses, names.KeyBackupSnapshotClass} {
 			s := hyperShiftState(false, "")
-			s.Inputs.UserConfig.Data[names.KeyEnableTopology] = "false"
-			s.Inputs.UserConfig.Data[key] = "true"
-			in, ok := resolveState(hyperShiftConfig(), s).listing()
+			s.UserConfig.Data[names.KeyEnableTopology] = "false"
+			s.UserConfig.Data[key] = "true"
+			in, ok := Resolve(configured(hyperShiftConfig(), s)).Listing()
 			g.Expect(ok).To(BeTrue(), key)
 			g.Expect(in.Decided).To(BeTrue(), "the override is a decision in force: nothing to wait for")
 			g.Expect(in.Backup).To(Equal(key == names.KeyBackupSnapshotClass))
 		}
 	})
-}
-
-func TestTopologyConditionWithOverride(t *testing.T) {
-	t.Parallel()
-	g := NewWithT(t)
-	yes := true
-	d := chooseTopology(&yes, Detection{Failure: openstack.ReasonUnreachable}, nil)
-	d.OverrideFrom = "openshift-config/cinder-csi-config"
-	s := testutil.NewSet(newFakeClock().now())
-	setTopologyCondition(s, d)
-	c := testutil.Conditions(s)[names.ConditionTopologyDegraded]
-	g.Expect(c.Status).To(Equal(operatorv1.ConditionTrue), "the listing for the per-zone classes failed")
-	g.Expect(c.Reason).To(Equal(names.ReasonOpenStackUnavailable))
-	g.Expect(c.Message).To(HaveSuffix("Topology stays enabled (set by enable_topology in openshift-config/cinder-csi-config); the operator retries."))
-
-	s = testutil.NewSet(newFakeClock().now())
-	setTopologyCondition(s, chooseTopology(&yes, Detection{}, nil))
-	g.Expect(testutil.Conditions(s)[names.ConditionTopologyDegraded].Reason).To(Equal(names.ReasonTopologyOverridden))
 }

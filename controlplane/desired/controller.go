@@ -1,4 +1,4 @@
-package controlplane
+package desired
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package controlplane
+package desired
 
 import (
 	"strings"
@@ -41,7 +41,7 @@ func userConfig() *corev1.ConfigMap {
 // hyperShiftState is a hosted cluster whose HostedControlPlane sets a nodeSelector, a toleration and
 // labels (one of which, app, collides with the operator's own pod label), with the CA (when ca is
 // set) in the credentials Secret, as HyperShift writes it.
-func hyperShiftState(ha bool, ca string) State {
+func hyperShiftState(ha bool, ca string) Input {
 	creds := &corev1.Secret{Data: map[string][]byte{names.KeyCloudsYAML: []byte(testutil.CloudsYAML)}}
 	if ca != "" {
 		creds.Data[names.KeyCACert] = []byte(ca)
@@ -50,24 +50,22 @@ func hyperShiftState(ha bool, ca string) State {
 	if ha {
 		policy = hyperv1.HighlyAvailable
 	}
-	return State{
+	return Input{
 		Driver: managedDriver(),
-		Inputs: Inputs{
-			HCP: &hyperv1.HostedControlPlane{
-				ObjectMeta: metav1.ObjectMeta{Namespace: hcpNamespace, Name: "example", UID: testHCPUID},
-				Spec: hyperv1.HostedControlPlaneSpec{
-					InfraID:                      "example-x7k2p",
-					ControllerAvailabilityPolicy: policy,
-					NodeSelector:                 map[string]string{"node-pool": "control-plane"},
-					Tolerations: []corev1.Toleration{
-						{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "hcp", Effect: corev1.TaintEffectNoSchedule},
-					},
-					Labels: map[string]string{"team": "storage", "app": "hcp-wants-this"},
+		HCP: &hyperv1.HostedControlPlane{
+			ObjectMeta: metav1.ObjectMeta{Namespace: hcpNamespace, Name: "example", UID: testHCPUID},
+			Spec: hyperv1.HostedControlPlaneSpec{
+				InfraID:                      "example-x7k2p",
+				ControllerAvailabilityPolicy: policy,
+				NodeSelector:                 map[string]string{"node-pool": "control-plane"},
+				Tolerations: []corev1.Toleration{
+					{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "hcp", Effect: corev1.TaintEffectNoSchedule},
 				},
+				Labels: map[string]string{"team": "storage", "app": "hcp-wants-this"},
 			},
-			Credentials: creds,
-			UserConfig:  userConfig(),
 		},
+		Credentials: creds,
+		UserConfig:  userConfig(),
 	}
 }
 
@@ -77,15 +75,15 @@ const testHCPUID = "0b7e5a52-3c1d-4e8f-9a26-5d4c3b2a1f00"
 // hyperShiftPlatformState is hyperShiftState with what a full management cluster adds: its
 // cluster network operator's trusted CA bundle, the HostedControlPlane's additional trust bundle,
 // and a controller Deployment rolled out for release 4.21.3.
-func hyperShiftPlatformState() State {
+func hyperShiftPlatformState() Input {
 	s := hyperShiftState(false, testutil.CA)
-	s.Inputs.HCP.Spec.AdditionalTrustBundle = &corev1.LocalObjectReference{Name: "user-ca-bundle"}
-	s.Inputs.AdditionalTrustBundle = &corev1.ConfigMap{
+	s.HCP.Spec.AdditionalTrustBundle = &corev1.LocalObjectReference{Name: "user-ca-bundle"}
+	s.AdditionalTrustBundle = &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: hcpNamespace, Name: "user-ca-bundle"},
 		Data:       map[string]string{names.KeyTrustedCA: testutil.CA},
 	}
-	s.Inputs.TrustedCA = &corev1.ConfigMap{Data: map[string]string{names.KeyTrustedCA: testutil.CA}}
-	s.Inputs.Deployment = rolledOutDeployment("4.21.3", "4.21.3")
+	s.TrustedCA = &corev1.ConfigMap{Data: map[string]string{names.KeyTrustedCA: testutil.CA}}
+	s.Deployment = rolledOutDeployment("4.21.3", "4.21.3")
 	return s
 }
 
@@ -104,30 +102,28 @@ func hyperShiftConfig() Config {
 
 // standaloneState is a highly available standalone cluster with the monitoring stack, optionally
 // behind a proxy and with an injected trusted CA bundle.
-func standaloneState(proxy, trustedCA bool) State {
-	s := State{
+func standaloneState(proxy, trustedCA bool) Input {
+	s := Input{
 		Driver: managedDriver(),
-		Inputs: Inputs{
-			Infrastructure: &configv1.Infrastructure{
-				ObjectMeta: metav1.ObjectMeta{Name: names.InfrastructureName},
-				Status: configv1.InfrastructureStatus{
-					InfrastructureName:   "ocp-4r7kz",
-					ControlPlaneTopology: configv1.HighlyAvailableTopologyMode,
-				},
+		Infrastructure: &configv1.Infrastructure{
+			ObjectMeta: metav1.ObjectMeta{Name: names.InfrastructureName},
+			Status: configv1.InfrastructureStatus{
+				InfrastructureName:   "ocp-4r7kz",
+				ControlPlaneTopology: configv1.HighlyAvailableTopologyMode,
 			},
-			Credentials: &corev1.Secret{Data: map[string][]byte{names.KeyCloudsYAML: []byte(testutil.CloudsYAML)}},
-			CAConfigMap: &corev1.ConfigMap{Data: map[string]string{names.KeyCABundle: testutil.CA}},
-			UserConfig:  userConfig(),
-			Monitoring:  Monitoring{ServiceMonitors: true},
 		},
+		Credentials: &corev1.Secret{Data: map[string][]byte{names.KeyCloudsYAML: []byte(testutil.CloudsYAML)}},
+		CAConfigMap: &corev1.ConfigMap{Data: map[string]string{names.KeyCABundle: testutil.CA}},
+		UserConfig:  userConfig(),
+		Monitoring:  Monitoring{ServiceMonitors: true},
 	}
 	if proxy {
-		s.Inputs.Proxy = &configv1.Proxy{Status: configv1.ProxyStatus{
+		s.Proxy = &configv1.Proxy{Status: configv1.ProxyStatus{
 			HTTPProxy: "http://proxy.example:3128", HTTPSProxy: "http://proxy.example:3128", NoProxy: ".cluster.local,10.0.0.0/16",
 		}}
 	}
 	if trustedCA {
-		s.Inputs.TrustedCA = &corev1.ConfigMap{Data: map[string]string{names.KeyTrustedCA: testutil.CA}}
+		s.TrustedCA = &corev1.ConfigMap{Data: map[string]string{names.KeyTrustedCA: testutil.CA}}
 	}
 	return s
 }
@@ -136,8 +132,15 @@ func standaloneConfig() Config {
 	return Config{Namespace: names.GuestNamespace, Images: testImages()}
 }
 
-func desiredPlan(t testing.TB, rc Config, s State) *Plan {
-	return testutil.Build(t, func(d *manifests.Decoder) (*Plan, error) { return Desired(d, rc, s) })
+// configured returns s with the manager's configuration rc: the tests keep the two apart, as
+// each mode pairs one configuration with several states.
+func configured(rc Config, s Input) Input {
+	s.Config = rc
+	return s
+}
+
+func desiredPlan(t testing.TB, rc Config, s Input) *Plan {
+	return testutil.Build(t, func(d *manifests.Decoder) (*Plan, error) { return Compute(d, configured(rc, s)) })
 }
 
 // TestDesired snapshots the whole plan of each mode: the fixtures are the review surface of
@@ -147,7 +150,7 @@ func TestDesired(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		rc       Config
-		state    State
+		state    Input
 		topology bool
 		// features turns every feature of cinder-csi-config on, with listed zones.
 		features bool
@@ -201,7 +204,7 @@ func TestDesired(t *testing.T) {
 			"management/Deployment/clusters-example/openstack-cinder-csi-driver-controller",
 		}))
 		for _, s := range p.Apply {
-			g.Expect(s.Group).To(Equal(groupController))
+			g.Expect(s.Group).To(Equal(GroupController))
 			g.Expect(s.Object.GetLabels()).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue), s.Object.GetName())
 		}
 	})
@@ -274,7 +277,7 @@ func TestDesired(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		s := standaloneState(false, false)
-		s.Inputs.Monitoring = Monitoring{}
+		s.Monitoring = Monitoring{}
 		p := desiredPlan(t, standaloneConfig(), s)
 		g.Expect(testutil.StepNames(p.Apply)).NotTo(ContainElement(ContainSubstring("ServiceMonitor")))
 		g.Expect(p.Monitoring).To(BeZero())
@@ -284,18 +287,18 @@ func TestDesired(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		s := hyperShiftState(false, "")
-		s.Inputs.Monitoring = Monitoring{ServiceMonitors: true, PrometheusRules: true}
+		s.Monitoring = Monitoring{ServiceMonitors: true, PrometheusRules: true}
 		p := desiredPlan(t, hyperShiftConfig(), s)
 		g.Expect(testutil.StepNames(p.Apply)).To(ContainElements(
 			"management/ServiceMonitor/"+hcpNamespace+"/"+names.ControllerServiceMonitor,
 			"management/ServiceMonitor/"+hcpNamespace+"/"+names.OperatorServiceMonitor,
 			"management/PrometheusRule/"+hcpNamespace+"/"+names.AlertsRule))
 		for _, step := range p.Apply {
-			if o := step.Object; o.GetObjectKind().GroupVersionKind().Group == serviceMonitorGVK.Group {
+			if o := step.Object; o.GetObjectKind().GroupVersionKind().Group == ServiceMonitorGVK.Group {
 				g.Expect(o.GetOwnerReferences()).To(HaveLen(1), o.GetName())
 			}
 		}
-		g.Expect(p.Monitoring).To(Equal(s.Inputs.Monitoring))
+		g.Expect(p.Monitoring).To(Equal(s.Monitoring))
 	})
 
 	t.Run("When the installer's cloud provider config sets enable_topology, it should name it as the override and record it as the source", func(t *testing.T) {
@@ -306,9 +309,9 @@ func TestDesired(t *testing.T) {
 		p := desiredPlan(t, standaloneConfig(), s)
 		g.Expect(p.Problems).To(BeEmpty())
 		g.Expect(p.Topology.Enabled).To(BeTrue())
-		g.Expect(p.Topology.Source).To(Equal(sourceOverride))
+		g.Expect(p.Topology.Source).To(Equal(SourceOverride))
 		g.Expect(p.Topology.OverrideFrom).To(Equal("openshift-config/cloud-provider-config"))
-		g.Expect(p.ConfigSource.Kind).To(Equal(installerConfigSource))
+		g.Expect(p.ConfigSource.Kind).To(Equal(InstallerConfigSource))
 		for _, st := range p.Apply {
 			cm, ok := st.Object.(*corev1.ConfigMap)
 			if !ok || !strings.HasPrefix(cm.Name, names.CloudConfConfigMap) {
@@ -338,7 +341,7 @@ func TestDesired(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		s := hyperShiftState(false, "")
-		s.Inputs.Credentials = nil
+		s.Credentials = nil
 		s.Driver.Spec.LogLevel = "Loud"
 		p := desiredPlan(t, hyperShiftConfig(), s)
 		g.Expect(p.Apply).To(BeEmpty())
@@ -356,14 +359,14 @@ func modernProfile() *configv1.TLSSecurityProfile {
 
 // withProfile sets the cluster's TLS security profile where the mode keeps it: the
 // HostedControlPlane's API server configuration, or the APIServer named cluster.
-func withProfile(s State, p *configv1.TLSSecurityProfile) State {
-	if s.Inputs.HCP != nil {
-		hcp := s.Inputs.HCP.DeepCopy()
+func withProfile(s Input, p *configv1.TLSSecurityProfile) Input {
+	if s.HCP != nil {
+		hcp := s.HCP.DeepCopy()
 		hcp.Spec.Configuration = &hyperv1.ClusterConfiguration{APIServer: &configv1.APIServerSpec{TLSSecurityProfile: p}}
-		s.Inputs.HCP = hcp
+		s.HCP = hcp
 		return s
 	}
-	s.Inputs.APIServer = &configv1.APIServer{ObjectMeta: metav1.ObjectMeta{Name: names.APIServerName},
+	s.APIServer = &configv1.APIServer{ObjectMeta: metav1.ObjectMeta{Name: names.APIServerName},
 		Spec: configv1.APIServerSpec{TLSSecurityProfile: p}}
 	return s
 }
@@ -375,7 +378,7 @@ func TestDesiredTLSProfile(t *testing.T) {
 	for _, mode := range []struct {
 		name  string
 		rc    Config
-		state State
+		state Input
 	}{
 		{name: "on HyperShift", rc: hyperShiftConfig(), state: hyperShiftState(true, testutil.CA)},
 		{name: "standalone", rc: standaloneConfig(), state: standaloneState(true, true)},
@@ -452,18 +455,18 @@ func TestDesiredRemoved(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		rc    Config
-		state State
+		state Input
 	}{
 		{name: "on HyperShift", rc: hyperShiftConfig(), state: hyperShiftState(true, testutil.CA)},
-		{name: "on HyperShift with the monitoring kinds", rc: hyperShiftConfig(), state: func() State {
+		{name: "on HyperShift with the monitoring kinds", rc: hyperShiftConfig(), state: func() Input {
 			s := hyperShiftState(true, testutil.CA)
-			s.Inputs.Monitoring = Monitoring{ServiceMonitors: true, PrometheusRules: true}
+			s.Monitoring = Monitoring{ServiceMonitors: true, PrometheusRules: true}
 			return s
 		}()},
 		{name: "standalone with the ServiceMonitor CRD", rc: standaloneConfig(), state: standaloneState(true, true)},
-		{name: "standalone without the ServiceMonitor CRD", rc: standaloneConfig(), state: func() State {
+		{name: "standalone without the ServiceMonitor CRD", rc: standaloneConfig(), state: func() Input {
 			s := standaloneState(false, false)
-			s.Inputs.Monitoring = Monitoring{}
+			s.Monitoring = Monitoring{}
 			return s
 		}()},
 	} {
@@ -485,7 +488,7 @@ func TestDesiredRemoved(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
 			managed := desiredPlan(t, tt.rc, tt.state)
-			removed := State{Driver: managedDriver(), Inputs: Inputs{Monitoring: tt.state.Inputs.Monitoring}}
+			removed := Input{Driver: managedDriver(), Monitoring: tt.state.Monitoring}
 			removed.Driver.Spec.ManagementState = operatorv1.Removed
 			p := desiredPlan(t, tt.rc, removed)
 			g.Expect(testutil.StepNames(p.Delete)).To(ConsistOf(identities(managed.Apply)))
@@ -501,7 +504,7 @@ func TestDesiredRemovedHoldsServiceAccount(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		rc      Config
-		state   State
+		state   Input
 		pods    []string
 		held    []string
 		waiting string
@@ -542,14 +545,14 @@ func TestChooseTopology(t *testing.T) {
 		want       bool
 		wantSource string
 	}{
-		{name: "When the user overrides, it should use the override over a detection", override: &no, det: Detection{Enabled: &yes}, want: false, wantSource: sourceOverride},
-		{name: "When the listing succeeded, it should use it over the last known", det: Detection{Enabled: &yes}, lastKnown: &no, want: true, wantSource: sourceDetected},
-		{name: "When the listing failed, it should keep the decision in the live cloud-conf", det: Detection{Enabled: &yes, Failure: openstack.ReasonUnreachable}, lastKnown: &no, want: false, wantSource: sourceLastKnown},
-		{name: "When the listing failed without a live decision, it should keep this process's last success", det: Detection{Enabled: &yes, Failure: openstack.ReasonUnreachable}, want: true, wantSource: sourceLastKnown},
-		{name: "When nothing is known, it should fall back to false", det: Detection{Failure: openstack.ReasonUnreachable}, want: false, wantSource: sourceDefault},
-		{name: "When no listing was made and a live decision exists, it should keep it", lastKnown: &yes, want: true, wantSource: sourceLastKnown},
+		{name: "When the user overrides, it should use the override over a detection", override: &no, det: Detection{Enabled: &yes}, want: false, wantSource: SourceOverride},
+		{name: "When the listing succeeded, it should use it over the last known", det: Detection{Enabled: &yes}, lastKnown: &no, want: true, wantSource: SourceDetected},
+		{name: "When the listing failed, it should keep the decision in the live cloud-conf", det: Detection{Enabled: &yes, Failure: openstack.ReasonUnreachable}, lastKnown: &no, want: false, wantSource: SourceLastKnown},
+		{name: "When the listing failed without a live decision, it should keep this process's last success", det: Detection{Enabled: &yes, Failure: openstack.ReasonUnreachable}, want: true, wantSource: SourceLastKnown},
+		{name: "When nothing is known, it should fall back to false", det: Detection{Failure: openstack.ReasonUnreachable}, want: false, wantSource: SourceDefault},
+		{name: "When no listing was made and a live decision exists, it should keep it", lastKnown: &yes, want: true, wantSource: SourceLastKnown},
 		{name: "When the user overrides and the listing for the per-zone classes failed, it should keep the override and carry the failure",
-			override: &yes, det: Detection{Enabled: &no, Failure: openstack.ReasonUnreachable}, want: true, wantSource: sourceOverride},
+			override: &yes, det: Detection{Enabled: &no, Failure: openstack.ReasonUnreachable}, want: true, wantSource: SourceOverride},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -567,9 +570,9 @@ func TestChooseTopology(t *testing.T) {
 func TestDesiredDetection(t *testing.T) {
 	t.Parallel()
 	withOverride := hyperShiftState(false, testutil.CA)
-	withOverride.Inputs.UserConfig.Data[names.KeyEnableTopology] = "true"
+	withOverride.UserConfig.Data[names.KeyEnableTopology] = "true"
 	invalid := hyperShiftState(false, "")
-	invalid.Inputs.Credentials = nil
+	invalid.Credentials = nil
 	removed := hyperShiftState(false, "")
 	removed.Driver.Spec.ManagementState = operatorv1.Removed
 	unmanaged := hyperShiftState(false, "")
@@ -577,7 +580,7 @@ func TestDesiredDetection(t *testing.T) {
 
 	for _, tt := range []struct {
 		name  string
-		state State
+		state Input
 	}{
 		{name: "When the user decides topology in cinder-csi-config, it should not list zones", state: withOverride},
 		{name: "When the input is invalid, it should not list zones", state: invalid},
@@ -587,7 +590,7 @@ func TestDesiredDetection(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			_, ok := resolveState(hyperShiftConfig(), tt.state).listing()
+			_, ok := Resolve(configured(hyperShiftConfig(), tt.state)).Listing()
 			g.Expect(ok).To(BeFalse())
 		})
 	}
@@ -596,7 +599,7 @@ func TestDesiredDetection(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		s := withInstallerConfig(standaloneState(false, false), map[string]string{names.KeyEnableTopology: "false"})
-		_, ok := resolveState(standaloneConfig(), s).listing()
+		_, ok := Resolve(configured(standaloneConfig(), s)).Listing()
 		g.Expect(ok).To(BeFalse())
 	})
 
@@ -604,17 +607,17 @@ func TestDesiredDetection(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
 		s := hyperShiftState(false, testutil.CA)
-		in, ok := resolveState(hyperShiftConfig(), s).listing()
+		in, ok := Resolve(configured(hyperShiftConfig(), s)).Listing()
 		g.Expect(ok).To(BeTrue())
 		g.Expect(string(in.CloudsYAML)).To(Equal(testutil.CloudsYAML))
 		g.Expect(in.CloudName).To(Equal(defaultCloudName))
 		g.Expect(string(in.CAPEM)).To(Equal(testutil.CA))
 		enabled := true
 		s.Detection = Detection{Enabled: &enabled}
-		p, err := Desired(testutil.Decoder(t), hyperShiftConfig(), s)
+		p, err := Compute(testutil.Decoder(t), configured(hyperShiftConfig(), s))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(p.Topology.Enabled).To(BeTrue())
-		g.Expect(p.Topology.Source).To(Equal(sourceDetected))
+		g.Expect(p.Topology.Source).To(Equal(SourceDetected))
 	})
 }
 
@@ -623,22 +626,22 @@ func TestDesiredMutatesNothing(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		rc    Config
-		state func() State
+		state func() Input
 	}{
 		{"When on HyperShift with every feature on and both trust bundles, it should leave its state and resolution as they were",
-			hyperShiftPlatformConfig(), func() State { return withFeatures(hyperShiftPlatformState(), true) }},
+			hyperShiftPlatformConfig(), func() Input { return withFeatures(hyperShiftPlatformState(), true) }},
 		{"When standalone with every feature on behind a proxy, it should leave its state and resolution as they were",
-			standaloneConfig(), func() State { return withFeatures(standaloneState(true, true), false) }},
+			standaloneConfig(), func() Input { return withFeatures(standaloneState(true, true), false) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			s := tt.state()
-			res := resolveState(tt.rc, s)
-			testutil.Build(t, func(d *manifests.Decoder) (*Plan, error) { return desired(d, tt.rc, s, res) })
+			in := configured(tt.rc, tt.state())
+			res := Resolve(in)
+			testutil.Build(t, func(d *manifests.Decoder) (*Plan, error) { return res.Plan(d, in.Detection) })
 			// Fresh copies of both, made the same way, are what planning must leave.
-			g.Expect(s).To(Equal(tt.state()))
-			g.Expect(res).To(Equal(resolveState(tt.rc, tt.state())))
+			g.Expect(in).To(Equal(configured(tt.rc, tt.state())))
+			g.Expect(res).To(Equal(Resolve(configured(tt.rc, tt.state()))))
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package controlplane
+package desired
 
 import (
 	"fmt"
@@ -25,23 +25,23 @@ import (
 // HyperShift has no second source: csi-operator has none there, and the HostedControlPlane
 // namespace's openstack-cloud-config is HyperShift's, not an installer's file a user edited.
 
-// configSourceKind says which ConfigMap the driver settings come from.
-type configSourceKind int
+// ConfigSourceKind says which ConfigMap the driver settings come from.
+type ConfigSourceKind int
 
 const (
-	// noConfigSource: no ConfigMap exists; the driver's defaults apply.
-	noConfigSource configSourceKind = iota
-	// userConfigSource: the user's openshift-config/cinder-csi-config.
-	userConfigSource
-	// installerConfigSource: the installer's cloud provider config (standalone).
-	installerConfigSource
+	// NoConfigSource: no ConfigMap exists; the driver's defaults apply.
+	NoConfigSource ConfigSourceKind = iota
+	// UserConfigSource: the user's openshift-config/cinder-csi-config.
+	UserConfigSource
+	// InstallerConfigSource: the installer's cloud provider config (standalone).
+	InstallerConfigSource
 )
 
-// configSource is where the driver settings come from.
-type configSource struct {
-	Kind configSourceKind
+// ConfigSource is where the driver settings come from.
+type ConfigSource struct {
+	Kind ConfigSourceKind
 	// Name is the ConfigMap's name in openshift-config, Key the key that holds its INI text,
-	// and Data its data. With noConfigSource, Name is the installer's cloud provider config that
+	// and Data its data. With NoConfigSource, Name is the installer's cloud provider config that
 	// Infrastructure names but does not exist ("" when Infrastructure names none, and on
 	// HyperShift).
 	Name, Key string
@@ -49,14 +49,14 @@ type configSource struct {
 }
 
 // chooseConfigSource returns the source of the driver settings: the first ConfigMap that exists.
-// Standalone, in.CAConfigMap is the installer's cloud provider config (readInputs reads the one
+// Standalone, in.CAConfigMap is the installer's cloud provider config (the reconciler reads the one
 // Infrastructure names), whose ca-bundle.pem is also the OpenStack CA.
-func chooseConfigSource(rc Config, in *Inputs) configSource {
+func chooseConfigSource(in *Input) ConfigSource {
 	if in.UserConfig != nil {
-		return configSource{Kind: userConfigSource, Name: names.UserConfigMap, Key: names.KeyUserConfig, Data: in.UserConfig.Data}
+		return ConfigSource{Kind: UserConfigSource, Name: names.UserConfigMap, Key: names.KeyUserConfig, Data: in.UserConfig.Data}
 	}
-	if rc.HyperShift {
-		return configSource{}
+	if in.Config.HyperShift {
+		return ConfigSource{}
 	}
 	var named configv1.ConfigMapFileReference
 	if in.Infrastructure != nil {
@@ -68,9 +68,9 @@ func chooseConfigSource(rc Config, in *Inputs) configSource {
 			// An offline render reads the ConfigMap from a file that may leave its name out.
 			name = named.Name
 		}
-		return configSource{Kind: installerConfigSource, Name: name, Key: named.Key, Data: cm.Data}
+		return ConfigSource{Kind: InstallerConfigSource, Name: name, Key: named.Key, Data: cm.Data}
 	}
-	return configSource{Name: named.Name}
+	return ConfigSource{Name: named.Name}
 }
 
 // settings returns the INI text and the enable_topology value the driver settings are made of,
@@ -80,14 +80,14 @@ func chooseConfigSource(rc Config, in *Inputs) configSource {
 // last cloud-conf in place, which would here hold back every other change too (a credential
 // rotation, say) for a key the user may never have meant for the driver. The condition says the
 // key is missing instead, and the Event on the change tells when it went.
-func (s configSource) settings() (ini, enableTopology string) {
+func (s ConfigSource) settings() (ini, enableTopology string) {
 	return s.Data[s.Key], s.Data[names.KeyEnableTopology]
 }
 
 // keyMissing reports whether the installer's cloud provider config lacks the key Infrastructure
 // names.
-func (s configSource) keyMissing() bool {
-	if s.Kind != installerConfigSource {
+func (s ConfigSource) keyMissing() bool {
+	if s.Kind != InstallerConfigSource {
 		return false
 	}
 	_, ok := s.Data[s.Key]
@@ -95,17 +95,17 @@ func (s configSource) keyMissing() bool {
 }
 
 // ref names the ConfigMap, namespace included.
-func (s configSource) ref() string {
+func (s ConfigSource) ref() string {
 	return names.OpenShiftConfigNamespace + "/" + s.Name
 }
 
-// record is the source in short, as the controller copy of cloud-conf records it in
+// Record is the source in short, as the controller copy of cloud-conf records it in
 // names.ConfigSourceAnnotation: a change of it is announced by an Event.
-func (s configSource) record() string {
+func (s ConfigSource) Record() string {
 	switch s.Kind {
-	case userConfigSource:
+	case UserConfigSource:
 		return s.ref()
-	case installerConfigSource:
+	case InstallerConfigSource:
 		if s.keyMissing() {
 			return fmt.Sprintf("%s, without key %s", s.ref(), s.Key)
 		}
@@ -115,32 +115,32 @@ func (s configSource) record() string {
 	}
 }
 
-// action is the Event's action: what is used now. The Events of one action are one series to
+// Action is the Event's action: what is used now. The Events of one action are one series to
 // the recorder, which keeps the note of the first for minutes: an action per source keeps a
 // quick change of source (cinder-csi-config deleted just after the install, say) from hiding in
 // an earlier Event's series.
-func (s configSource) action() string {
+func (s ConfigSource) Action() string {
 	switch {
-	case s.Kind == userConfigSource:
+	case s.Kind == UserConfigSource:
 		return "UseCinderCSIConfig"
 	case s.keyMissing():
 		return "UseCloudProviderConfigWithoutKey"
-	case s.Kind == installerConfigSource:
+	case s.Kind == InstallerConfigSource:
 		return "UseCloudProviderConfig"
 	default:
 		return "UseDefaults"
 	}
 }
 
-// describe is the sentence of the Config condition that says where the driver settings come
+// Describe is the sentence of the Config condition that says where the driver settings come
 // from. It names ConfigMaps and keys only: the installer's file holds the cloud provider's
 // settings too, and none of them is quoted anywhere.
-func (s configSource) describe() string {
+func (s ConfigSource) Describe() string {
 	user := names.OpenShiftConfigNamespace + "/" + names.UserConfigMap
 	switch s.Kind {
-	case userConfigSource:
+	case UserConfigSource:
 		return fmt.Sprintf("Driver settings come from ConfigMap %s.", user)
-	case installerConfigSource:
+	case InstallerConfigSource:
 		what := fmt.Sprintf("[BlockStorage] of key %s and enable_topology", s.Key)
 		if s.keyMissing() {
 			what = fmt.Sprintf("enable_topology only, as it has no key %s", s.Key)
@@ -158,14 +158,14 @@ func (s configSource) describe() string {
 }
 
 // annotate records the source on the controller copy of cloud-conf.
-func (s configSource) annotate(cm *corev1.ConfigMap) {
+func (s ConfigSource) annotate(cm *corev1.ConfigMap) {
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
 	}
-	cm.Annotations[names.ConfigSourceAnnotation] = s.record()
+	cm.Annotations[names.ConfigSourceAnnotation] = s.Record()
 }
 
 // settingsRef names the ConfigMap and key the INI text of the driver settings comes from.
-func (s configSource) settingsRef() string {
+func (s ConfigSource) settingsRef() string {
 	return fmt.Sprintf("key %s of ConfigMap %s", s.Key, s.ref())
 }

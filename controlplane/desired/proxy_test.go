@@ -1,4 +1,4 @@
-package controlplane
+package desired
 
 import (
 	"strings"
@@ -18,13 +18,14 @@ import (
 )
 
 // renderedController returns the controller Deployment the plan for in holds.
-func renderedController(g Gomega, t *testing.T, rc Config, in Inputs) *appsv1.Deployment {
+func renderedController(g Gomega, t *testing.T, rc Config, in Input) *appsv1.Deployment {
 	rc.Images = testImages()
 	in.Credentials = &corev1.Secret{Data: map[string][]byte{
 		names.KeyCloudsYAML: []byte("clouds:\n  openstack:\n    auth:\n      auth_url: https://keystone.example:5000/v3\n"),
 	}}
 	p := testutil.Build(t, func(d *manifests.Decoder) (*Plan, error) {
-		return Desired(d, rc, State{Driver: &operatorv1.ClusterCSIDriver{}, Inputs: in})
+		in.Config, in.Driver = rc, &operatorv1.ClusterCSIDriver{}
+		return Compute(d, in)
 	})
 	g.Expect(p.Problems).To(BeEmpty())
 	for _, st := range p.Apply {
@@ -57,7 +58,7 @@ func TestResolveProxy(t *testing.T) {
 	t.Run("When on HyperShift, it should give the operator's proxy to every controller container", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		dep := renderedController(g, t, Config{HyperShift: true, Namespace: hcpNamespace, Proxy: operatorEnv}, Inputs{
+		dep := renderedController(g, t, Config{HyperShift: true, Namespace: hcpNamespace, Proxy: operatorEnv}, Input{
 			HCP: &hyperv1.HostedControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: hcpNamespace}, Spec: hyperv1.HostedControlPlaneSpec{InfraID: "example-x7k2p"}},
 			// A guest's Proxy object is about the guest's nodes, not the management cluster.
 			Proxy: &configv1.Proxy{Status: clusterProxy},
@@ -73,7 +74,7 @@ func TestResolveProxy(t *testing.T) {
 	t.Run("When standalone, it should follow the cluster-wide Proxy, in the driver container only, whatever the operator's environment", func(t *testing.T) {
 		t.Parallel()
 		g := NewWithT(t)
-		dep := renderedController(g, t, Config{Namespace: names.GuestNamespace, Proxy: operatorEnv}, Inputs{
+		dep := renderedController(g, t, Config{Namespace: names.GuestNamespace, Proxy: operatorEnv}, Input{
 			Infrastructure: &configv1.Infrastructure{Status: configv1.InfrastructureStatus{
 				InfrastructureName: "standalone-abc12", ControlPlaneTopology: configv1.SingleReplicaTopologyMode,
 			}},
@@ -95,14 +96,15 @@ func TestResolveProxy(t *testing.T) {
 			names.KeyCloudsYAML: []byte("clouds:\n  openstack:\n    auth:\n      auth_url: https://keystone.example:5000/v3\n"),
 		}}
 		hs := Config{HyperShift: true, Namespace: hcpNamespace, Proxy: operatorEnv}
-		cfg, problems := resolve(hs, &operatorv1.ClusterCSIDriver{}, &Inputs{
-			HCP: &hyperv1.HostedControlPlane{}, Credentials: creds, Proxy: &configv1.Proxy{Status: clusterProxy},
+		cfg, problems := resolve(&operatorv1.ClusterCSIDriver{}, &Input{
+			Config: hs, HCP: &hyperv1.HostedControlPlane{}, Credentials: creds, Proxy: &configv1.Proxy{Status: clusterProxy},
 		})
 		g.Expect(problems).To(BeEmpty())
 		g.Expect(cfg.Proxy).To(Equal(operatorEnv))
 
 		sa := Config{Namespace: names.GuestNamespace, Proxy: operatorEnv}
-		cfg, problems = resolve(sa, &operatorv1.ClusterCSIDriver{}, &Inputs{
+		cfg, problems = resolve(&operatorv1.ClusterCSIDriver{}, &Input{
+			Config:         sa,
 			Infrastructure: &configv1.Infrastructure{Status: configv1.InfrastructureStatus{InfrastructureName: "standalone-abc12"}},
 			Credentials:    creds, Proxy: &configv1.Proxy{Status: clusterProxy},
 		})

@@ -1,4 +1,4 @@
-package controlplane
+package desired
 
 import (
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
@@ -76,9 +76,9 @@ func hostedControlPlaneOwner(hcp *hyperv1.HostedControlPlane) *metav1.OwnerRefer
 	}
 }
 
-// additionalTrustBundleRef returns the name of the ConfigMap the HostedControlPlane names as its
+// AdditionalTrustBundleRef returns the name of the ConfigMap the HostedControlPlane names as its
 // additional trust bundle, "" for none.
-func additionalTrustBundleRef(hcp *hyperv1.HostedControlPlane) string {
+func AdditionalTrustBundleRef(hcp *hyperv1.HostedControlPlane) string {
 	if hcp == nil || hcp.Spec.AdditionalTrustBundle == nil {
 		return ""
 	}
@@ -124,7 +124,7 @@ func releaseAnnotations(live *appsv1.Deployment, version string) map[string]stri
 	out := map[string]string{desiredVersionAnnotation: version}
 	switch {
 	case live == nil:
-	case live.Annotations[desiredVersionAnnotation] == version && rolledOut(live):
+	case live.Annotations[desiredVersionAnnotation] == version && RolledOut(live):
 		out[versionAnnotation] = version
 	case live.Annotations[versionAnnotation] != "":
 		out[versionAnnotation] = live.Annotations[versionAnnotation]
@@ -161,4 +161,19 @@ func adaptHostedPod(tmpl *corev1.PodTemplateSpec, in hostedInputs) {
 		ConfigMap: in.AdditionalTrustBundle, Key: names.KeyTrustedCA,
 		Path: additionalTrustFile, Dir: additionalTrustDir,
 	})
+}
+
+// RolledOut reports whether the Deployment controller has acted on dep's latest spec and finished
+// rolling it out (the Progressing condition's NewReplicaSetAvailable reason, which Kubernetes
+// documents as a complete rollout).
+func RolledOut(dep *appsv1.Deployment) bool {
+	if dep.Status.ObservedGeneration != dep.Generation {
+		return false
+	}
+	for _, c := range dep.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing {
+			return c.Status == corev1.ConditionTrue && c.Reason == "NewReplicaSetAvailable"
+		}
+	}
+	return false
 }

@@ -1,4 +1,4 @@
-package controlplane
+package desired
 
 import (
 	"fmt"
@@ -17,17 +17,17 @@ import (
 // folds no *Warning type into the storage ClusterOperator). Their messages are stable and say
 // what to set; they name keys and sections, never a value of the user's configuration.
 
-// warning is one warning condition's verdict.
-type warning struct {
+// Warning is one warning condition's verdict: True (On) while its cause holds.
+type Warning struct {
 	Type    string
 	On      bool
 	Reason  string
 	Message string
 }
 
-// warningTypes are the controlplane manager's warning condition types, in the order warnings
-// returns them.
-var warningTypes = []string{names.ConditionAttachLimitWarning, names.ConditionConfigKeysWarning, names.ConditionBackupWarning}
+// WarningTypes are the warning condition types of the plan, in the order Plan.Warnings holds
+// them.
+var WarningTypes = []string{names.ConditionAttachLimitWarning, names.ConditionConfigKeysWarning, names.ConditionBackupWarning}
 
 // typicalAttachLimit is the value the attach limit warning suggests: a virtio-blk instance
 // attaches about 26 disks, its root disk among them (kubernetes/cloud-provider-openstack#572).
@@ -38,16 +38,16 @@ var userConfigRef = fmt.Sprintf("key %s of ConfigMap %s/%s", names.KeyUserConfig
 
 // warnings returns the verdicts of every warning condition for valid configuration cfg and the
 // listing det.
-func warnings(cfg *settings, det Detection) []warning {
-	return []warning{attachLimitWarning(cfg), configKeysWarning(cfg), backupWarning(cfg.Features, det.Backup)}
+func warnings(cfg *settings, det Detection) []Warning {
+	return []Warning{attachLimitWarning(cfg), configKeysWarning(cfg), backupWarning(cfg.Features, det.Backup)}
 }
 
 // attachLimitWarning: since driver v1.32 (kubernetes/cloud-provider-openstack#2655) the node
 // plugin reports [BlockStorage] node-volume-attach-limit as it is, and none when it is unset or
 // 0 (before, it reported 256). Kubernetes then puts no bound on the volumes of a node, and pods
 // past what the instance can attach hang in ContainerCreating.
-func attachLimitWarning(cfg *settings) warning {
-	w := warning{Type: names.ConditionAttachLimitWarning}
+func attachLimitWarning(cfg *settings) Warning {
+	w := Warning{Type: names.ConditionAttachLimitWarning}
 	r := cfg.Report
 	if r.AttachLimitSet && r.AttachLimit != 0 {
 		w.Reason, w.Message = names.ReasonAsExpected, "[BlockStorage] sets node-volume-attach-limit: the node plugin reports it to the scheduler."
@@ -58,7 +58,7 @@ func attachLimitWarning(cfg *settings) warning {
 		what = "[BlockStorage] sets node-volume-attach-limit to 0"
 	}
 	where := userConfigRef
-	if cfg.Source.Kind == installerConfigSource {
+	if cfg.Source.Kind == InstallerConfigSource {
 		where += fmt.Sprintf(" (which then takes the place of the installer's cloud provider config %s)", cfg.Source.ref())
 	}
 	w.On, w.Reason = true, names.ReasonAttachLimitNotSet
@@ -82,8 +82,8 @@ func list(items []string) string { return conditions.JoinSome(items, maxListed) 
 // installed before 4.14 keep their driver settings there. The keys of that section the driver
 // does not use (bs-version, trust-device-path, ...) are the cloud provider's and must stay, so
 // the way out is cinder-csi-config, which then takes the file's place for the driver.
-func configKeysWarning(cfg *settings) warning {
-	w := warning{Type: names.ConditionConfigKeysWarning}
+func configKeysWarning(cfg *settings) Warning {
+	w := Warning{Type: names.ConditionConfigKeysWarning}
 	r := cfg.Report
 	if !r.Ignored() {
 		w.Reason, w.Message = names.ReasonAsExpected, "The driver knows every key of the driver settings."
@@ -112,7 +112,7 @@ func configKeysWarning(cfg *settings) warning {
 		parts = append(parts, "Keys before the first section header are dropped.")
 	}
 	w.On, w.Reason = true, names.ReasonIgnoredConfiguration
-	if cfg.Source.Kind == installerConfigSource {
+	if cfg.Source.Kind == InstallerConfigSource {
 		// Inspect reads the installer's file with BlockStorageOnly: only [BlockStorage] keys
 		// are reported, never its other sections.
 		w.Message = fmt.Sprintf("The driver settings come from [BlockStorage] of the installer's cloud provider config, %s, as ConfigMap "+
@@ -138,8 +138,8 @@ func knownKeys() []string {
 // backupWarning: a backup VolumeSnapshotClass whose snapshots no cinder-backup service can take
 // leaves every VolumeSnapshot of it unready (Cinder fails the backup). Evaluated only when the
 // class is asked for.
-func backupWarning(f features, b BackupDetection) warning {
-	w := warning{Type: names.ConditionBackupWarning, Reason: names.ReasonAsExpected}
+func backupWarning(f features, b BackupDetection) Warning {
+	w := Warning{Type: names.ConditionBackupWarning, Reason: names.ReasonAsExpected}
 	if !f.BackupClass {
 		w.Message = fmt.Sprintf("The backup VolumeSnapshotClass %s is not asked for.", names.BackupSnapshotClass)
 		return w
@@ -199,15 +199,4 @@ func backupFailureMessage(b BackupDetection) string {
 		return b.FailureMessage
 	}
 	return openstack.Message(b.Failure)
-}
-
-// setWarningConditions writes the warning verdicts.
-func setWarningConditions(s *conditions.Set, ws []warning) {
-	for _, w := range ws {
-		if w.On {
-			s.True(w.Type, w.Reason, w.Message)
-		} else {
-			s.False(w.Type, w.Reason, w.Message)
-		}
-	}
 }

@@ -1,27 +1,24 @@
-package controlplane
+package desired
 
 import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	operatorv1 "github.com/openshift/api/operator/v1"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/cloudconfig"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 )
 
 // userSource is cinder-csi-config as the source of the driver settings.
-var userSource = configSource{Kind: userConfigSource, Name: names.UserConfigMap, Key: names.KeyUserConfig}
+var userSource = ConfigSource{Kind: UserConfigSource, Name: names.UserConfigMap, Key: names.KeyUserConfig}
 
 func TestAttachLimitWarning(t *testing.T) {
 	t.Parallel()
-	installer := configSource{Kind: installerConfigSource, Name: "cloud-provider-config", Key: "config"}
+	installer := ConfigSource{Kind: InstallerConfigSource, Name: "cloud-provider-config", Key: "config"}
 	for _, tt := range []struct {
 		name        string
-		src         configSource
+		src         ConfigSource
 		report      cloudconfig.Report
 		wantOn      bool
 		wantMessage string
@@ -36,7 +33,7 @@ func TestAttachLimitWarning(t *testing.T) {
 			wantMessage: "[BlockStorage] sets node-volume-attach-limit to 0, so the node plugin reports no attach limit"},
 		{name: "When the settings come from the installer's file, it should say cinder-csi-config takes its place", src: installer, wantOn: true,
 			wantMessage: "(which then takes the place of the installer's cloud provider config openshift-config/cloud-provider-config)"},
-		{name: "When no configuration exists at all, it should warn", src: configSource{}, wantOn: true, wantMessage: "[BlockStorage] sets no node-volume-attach-limit"},
+		{name: "When no configuration exists at all, it should warn", src: ConfigSource{}, wantOn: true, wantMessage: "[BlockStorage] sets no node-volume-attach-limit"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -52,11 +49,11 @@ func TestAttachLimitWarning(t *testing.T) {
 
 func TestConfigKeysWarning(t *testing.T) {
 	t.Parallel()
-	installer := configSource{Kind: installerConfigSource, Name: "cloud-provider-config", Key: "config"}
+	installer := ConfigSource{Kind: InstallerConfigSource, Name: "cloud-provider-config", Key: "config"}
 	for _, tt := range []struct {
 		name string
 		// src is userSource when unset.
-		src         configSource
+		src         ConfigSource
 		ini         string
 		wantOn      bool
 		wantMessage string
@@ -93,10 +90,10 @@ func TestConfigKeysWarning(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
 			src := tt.src
-			if src.Kind == noConfigSource {
+			if src.Kind == NoConfigSource {
 				src = userSource
 			}
-			report, err := cloudconfig.Inspect(cloudconfig.Input{UserConfig: tt.ini, BlockStorageOnly: src.Kind == installerConfigSource})
+			report, err := cloudconfig.Inspect(cloudconfig.Input{UserConfig: tt.ini, BlockStorageOnly: src.Kind == InstallerConfigSource})
 			g.Expect(err).NotTo(HaveOccurred())
 			w := configKeysWarning(&settings{Source: src, Report: report})
 			g.Expect(w.On).To(Equal(tt.wantOn))
@@ -163,52 +160,22 @@ func TestBackupWarning(t *testing.T) {
 	}
 }
 
-func TestSetWarningConditions(t *testing.T) {
+func TestPlanWarnings(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
 	p := desiredPlan(t, hyperShiftConfig(), hyperShiftState(false, ""))
-	s := testutil.NewSet(newFakeClock().now())
-	setWarningConditions(s, p.Warnings)
-	conds := testutil.Conditions(s)
-	g.Expect(conds).To(HaveLen(len(warningTypes)))
-	g.Expect(conds[names.ConditionAttachLimitWarning].Status).To(Equal(operatorv1.ConditionTrue), "the test configuration sets no attach limit")
-	g.Expect(conds[names.ConditionConfigKeysWarning].Status).To(Equal(operatorv1.ConditionFalse))
-	g.Expect(conds[names.ConditionConfigKeysWarning].Reason).To(Equal(names.ReasonAsExpected))
-	g.Expect(conds[names.ConditionBackupWarning].Status).To(Equal(operatorv1.ConditionFalse))
-	for _, typ := range warningTypes {
-		g.Expect(names.ControlPlaneConditions).To(ContainElement(typ), "the controlplane manager owns %s", typ)
+	var types []string
+	byType := map[string]Warning{}
+	for _, w := range p.Warnings {
+		types = append(types, w.Type)
+		byType[w.Type] = w
 	}
-}
-
-// TestConditionCoverage keeps Unmanaged and Removed reporting on every condition this manager
-// owns: each is the controller workload's or one of otherConditions, and each of those is owned.
-func TestConditionCoverage(t *testing.T) {
-	t.Parallel()
-	g := NewWithT(t)
-	all := append([]string{controllerWorkload.Available, controllerWorkload.Progressing, controllerWorkload.Degraded}, otherConditions()...)
-	g.Expect(all).To(ConsistOf(names.ControlPlaneConditions))
-
-	for _, tt := range []struct {
-		name string
-		set  func(s *conditions.Set)
-		want string
-	}{
-		{name: "When Unmanaged, it should report every warning False with reason Unmanaged", set: func(s *conditions.Set) { controllerWorkload.Unmanaged(s, otherConditions()...) }, want: names.ReasonUnmanaged},
-		{name: "When Removed, it should report every warning False with reason Removed", set: func(s *conditions.Set) {
-			controllerWorkload.Removed(s, nil, "the CSI controller and its configuration", "", otherConditions()...)
-		}, want: names.ReasonRemoved},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			g := NewWithT(t)
-			s := testutil.NewSet(newFakeClock().now())
-			tt.set(s)
-			conds := testutil.Conditions(s)
-			for _, typ := range warningTypes {
-				g.Expect(conds).To(HaveKey(typ))
-				g.Expect(conds[typ].Status).To(Equal(operatorv1.ConditionFalse), typ)
-				g.Expect(conds[typ].Reason).To(Equal(tt.want), typ)
-			}
-		})
+	g.Expect(types).To(Equal(WarningTypes), "a verdict for every type, in order")
+	g.Expect(byType[names.ConditionAttachLimitWarning].On).To(BeTrue(), "the test configuration sets no attach limit")
+	g.Expect(byType[names.ConditionConfigKeysWarning].On).To(BeFalse())
+	g.Expect(byType[names.ConditionConfigKeysWarning].Reason).To(Equal(names.ReasonAsExpected))
+	g.Expect(byType[names.ConditionBackupWarning].On).To(BeFalse())
+	for _, typ := range WarningTypes {
+		g.Expect(names.ControlPlaneConditions).To(ContainElement(typ), "the controlplane manager owns %s", typ)
 	}
 }

@@ -1,4 +1,4 @@
-package controlplane
+package desired
 
 import (
 	"bytes"
@@ -79,7 +79,7 @@ func TestDesiredMonitoring(t *testing.T) {
 		t.Parallel()
 		for _, file := range []string{"standalone/operator.yaml", "hypershift/management.yaml"} {
 			g := NewWithT(t)
-			svc := installedService(t, "../manifests/install/"+file, names.OperatorMetricsService)
+			svc := installedService(t, "../../manifests/install/"+file, names.OperatorMetricsService)
 			objs, err := desiredMonitoring(d, all, svc.Namespace)
 			g.Expect(err).NotTo(HaveOccurred())
 			sm := byName(g, objs)["ServiceMonitor/"+names.OperatorServiceMonitor]
@@ -95,7 +95,7 @@ func TestDesiredMonitoring(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		rule := byName(g, objs)["PrometheusRule/"+names.AlertsRule]
 		g.Expect(rule).NotTo(BeNil())
-		readme, err := os.ReadFile("../README.md")
+		readme, err := os.ReadFile("../../README.md")
 		g.Expect(err).NotTo(HaveOccurred())
 		groups, _, err := unstructured.NestedSlice(rule.Object, "spec", "groups")
 		g.Expect(err).NotTo(HaveOccurred())

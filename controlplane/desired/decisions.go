@@ -1,4 +1,4 @@
-package controlplane
+package desired
 
 import (
 	"time"
@@ -11,7 +11,7 @@ import (
 
 // This file holds the plan's vocabulary that the reconciler shares: the pod-template hash
 // annotations and the topology decision with its sources. The plan (plan.go) decides them; the
-// reconciler, the status and the listings in the background only read them.
+// reconciler and its conditions only read them.
 
 // Hash input names, one pod-template annotation each; cloud-conf's is nodeconf.HashInput.
 const (
@@ -32,18 +32,24 @@ func proxyHash(p configv1.ProxyStatus) string {
 
 // Topology decision sources, reported in logs and conditions.
 const (
-	sourceOverride  = "override"
-	sourceDetected  = "detected"
-	sourceLastKnown = "last-known"
-	sourceDefault   = "default"
-	sourcePending   = "pending"
+	// SourceOverride: enable_topology of the driver settings decides.
+	SourceOverride = "override"
+	// SourceDetected: the latest listing of the zones decided.
+	SourceDetected = "detected"
+	// SourceLastKnown: the latest listing failed, and the decision in force stays.
+	SourceLastKnown = "last-known"
+	// SourceDefault: no decision was ever made, and topology is off.
+	SourceDefault = "default"
+	// SourcePending: the first listing is still running, and topology is off until it ends.
+	SourcePending = "pending"
 )
 
-// topologyDecision is what the driver gets as --with-topology, and why.
-type topologyDecision struct {
+// TopologyDecision is what the driver gets as --with-topology, and why.
+type TopologyDecision struct {
 	Enabled bool
-	Source  string
-	// OverrideFrom names the ConfigMap whose enable_topology overrides (sourceOverride).
+	// Source is one of the Source constants.
+	Source string
+	// OverrideFrom names the ConfigMap whose enable_topology overrides (SourceOverride).
 	OverrideFrom string
 	// Failure is the classified reason the last detection failed, empty when it succeeded or
 	// was not needed; FailureMessage is its user-facing sentence (openstack.Describe), which
@@ -56,9 +62,9 @@ type topologyDecision struct {
 	RecheckIn time.Duration
 }
 
-// failureMessage is the user-facing sentence of the failure: the one detection described, else the
-// reason's own.
-func (d topologyDecision) failureMessage() string {
+// FailureSentence is the user-facing sentence of the failure: the one detection described, else
+// the reason's own.
+func (d TopologyDecision) FailureSentence() string {
 	if d.FailureMessage != "" {
 		return d.FailureMessage
 	}

@@ -1,4 +1,4 @@
-package controlplane
+package desired
 
 import (
 	"fmt"
@@ -14,8 +14,10 @@ import (
 
 // The prometheus-operator kinds; the scheme has no Go type for them.
 var (
-	serviceMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
-	prometheusRuleGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}
+	// ServiceMonitorGVK is the kind of the ServiceMonitors of the controller and the operator.
+	ServiceMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
+	// PrometheusRuleGVK is the kind of the operator's alerts.
+	PrometheusRuleGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}
 )
 
 // Monitoring says which of the monitoring stack's kinds the operator applies next to the
@@ -24,13 +26,6 @@ var (
 type Monitoring struct {
 	ServiceMonitors bool
 	PrometheusRules bool
-}
-
-// newServiceMonitor returns an empty ServiceMonitor, for watches, cache options and deletes.
-func newServiceMonitor() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(serviceMonitorGVK)
-	return u
 }
 
 // desiredMonitoring returns the monitoring objects m asks for, in namespace: the controller's

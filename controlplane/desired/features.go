@@ -1,4 +1,4 @@
-package controlplane
+package desired
 
 import (
 	"fmt"
@@ -41,6 +41,10 @@ func defaultFeatures() features {
 	return features{SnapshotForceCreate: true, AttachmentWarningAfter: DefaultAttachmentWarningAfter}
 }
 
+// DefaultAttachmentWarningAfter is how long an attachment may take before it is reported: the
+// external-attacher retries for minutes with backoff, and a healthy attach takes seconds.
+const DefaultAttachmentWarningAfter = 5 * time.Minute
+
 // minAttachmentWarningAfter is the shortest attachment_warning_after: a healthy attach takes
 // seconds, and a shorter bound would report every slow one.
 const minAttachmentWarningAfter = 10 * time.Second
@@ -48,9 +52,9 @@ const minAttachmentWarningAfter = 10 * time.Second
 // parseFeatures reads the feature keys of src, the defaults when src is not cinder-csi-config. A
 // value that is not valid is a ConfigError naming the key (worded by configProblem); values are
 // never quoted but for a zone mapping's pair, which names zones only.
-func parseFeatures(src configSource) (features, []error) {
+func parseFeatures(src ConfigSource) (features, []error) {
 	f := defaultFeatures()
-	if src.Kind != userConfigSource {
+	if src.Kind != UserConfigSource {
 		return f, nil
 	}
 	var errs []error
@@ -74,7 +78,7 @@ func parseFeatures(src configSource) (features, []error) {
 	}
 	f.Mapping = m
 
-	if d, err := parseAttachmentWarningAfter(src.Data[names.KeyAttachmentWarningAfter]); err != nil {
+	if d, err := ParseAttachmentWarningAfter(src.Data[names.KeyAttachmentWarningAfter]); err != nil {
 		errs = append(errs, err)
 	} else {
 		f.AttachmentWarningAfter = d
@@ -90,9 +94,9 @@ func parseFeatures(src configSource) (features, []error) {
 	return f, errs
 }
 
-// parseAttachmentWarningAfter parses the value of attachment_warning_after: the default when
+// ParseAttachmentWarningAfter parses the value of attachment_warning_after: the default when
 // blank, an error naming the key when not a duration of at least minAttachmentWarningAfter.
-func parseAttachmentWarningAfter(v string) (time.Duration, error) {
+func ParseAttachmentWarningAfter(v string) (time.Duration, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return DefaultAttachmentWarningAfter, nil

@@ -1,4 +1,4 @@
-package controlplane
+package desired
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 )
 
-// This file resolves what the controlplane manager read (Inputs) into the settings its objects
+// This file resolves what the controlplane manager read (Input) into the settings its objects
 // are computed from, and finds the invalid or missing input on the way. It is pure:
 // clouds.yaml and the CA bundle are checked by their owner, shared/cloudsyaml, and only
 // worded here, with the object and key they came from.
@@ -30,14 +30,14 @@ import (
 // openstack` write; used when the HostedControlPlane does not name one.
 const defaultCloudName = "openstack"
 
-// problem is invalid or missing user input: it degrades the operator with a message that says
+// Problem is invalid or missing user input: it degrades the operator with a message that says
 // what to fix, and the objects it would change are left as they are.
-type problem struct {
+type Problem struct {
 	Reason  string
 	Message string
 }
 
-// settings is what the validated inputs resolve to; Config is the manager's own configuration.
+// settings is what the validated input resolves to.
 type settings struct {
 	Verbosity      int
 	CloudName      string
@@ -61,7 +61,7 @@ type settings struct {
 	LiveNode nodeconf.Contents
 	// Source is where the driver settings (the [BlockStorage] of both confs, Override) come
 	// from.
-	Source configSource
+	Source ConfigSource
 	// Proxy is the proxy towards OpenStack: the cluster-wide one (standalone) or the operator's
 	// own (HyperShift). TrustedCA is the injected CA bundle (standalone).
 	Proxy     configv1.ProxyStatus
@@ -87,9 +87,9 @@ var (
 )
 
 // resolveStandalone fills in what a standalone cluster's Infrastructure and Proxy decide.
-func resolveStandalone(cfg *settings, in *Inputs) []problem {
+func resolveStandalone(cfg *settings, in *Input) []Problem {
 	if in.Infrastructure == nil || in.Infrastructure.Status.InfrastructureName == "" {
-		return []problem{{names.ReasonWaitingForConfig,
+		return []Problem{{names.ReasonWaitingForConfig,
 			fmt.Sprintf("Infrastructure %s has no status.infrastructureName yet.", names.InfrastructureName)}}
 	}
 	st := in.Infrastructure.Status
@@ -111,11 +111,12 @@ func resolveStandalone(cfg *settings, in *Inputs) []problem {
 
 // resolveHostedControlPlane fills in what the HostedControlPlane and the operator's own
 // environment decide on HyperShift.
-func resolveHostedControlPlane(rc Config, cfg *settings, in *Inputs) []problem {
+func resolveHostedControlPlane(cfg *settings, in *Input) []Problem {
+	rc := in.Config
 	cfg.Proxy = rc.Proxy
 	hcp := in.HCP
 	if hcp == nil {
-		return []problem{{names.ReasonMissingHostedControlPlane,
+		return []Problem{{names.ReasonMissingHostedControlPlane,
 			fmt.Sprintf("No single HostedControlPlane found in namespace %s.", rc.Namespace)}}
 	}
 	cfg.ClusterID = hcp.Spec.InfraID
@@ -137,20 +138,21 @@ func resolveHostedControlPlane(rc Config, cfg *settings, in *Inputs) []problem {
 }
 
 // resolve validates the inputs and resolves them into settings, or returns the problems found.
-func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*settings, []problem) {
-	var problems []problem
+func resolve(driver *operatorv1.ClusterCSIDriver, in *Input) (*settings, []Problem) {
+	rc := in.Config
+	var problems []Problem
 	// HyperShift's profile comes with the HostedControlPlane; standalone's, from APIServer.
 	cfg := &settings{CloudName: defaultCloudName, TLS: tlsprofile.Intermediate(), Monitoring: in.Monitoring}
 
 	v, err := loglevel.Verbosity(driver.Spec.LogLevel)
 	if err != nil {
-		problems = append(problems, problem{names.ReasonUnknownLogLevel,
+		problems = append(problems, Problem{names.ReasonUnknownLogLevel,
 			fmt.Sprintf("spec.logLevel %q of ClusterCSIDriver %s is not one of Normal, Debug, Trace, TraceAll.", driver.Spec.LogLevel, names.ClusterCSIDriverName)})
 	}
 	cfg.Verbosity = v
 
 	if rc.HyperShift {
-		problems = append(problems, resolveHostedControlPlane(rc, cfg, in)...)
+		problems = append(problems, resolveHostedControlPlane(cfg, in)...)
 	} else {
 		problems = append(problems, resolveStandalone(cfg, in)...)
 	}
@@ -160,8 +162,8 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*setti
 	if in.TrustedCA != nil && in.TrustedCA.Data[names.KeyTrustedCA] != "" {
 		cfg.TrustedCA = in.TrustedCA
 	}
-	problems = append(problems, resolveCredentials(rc, cfg, in)...)
-	problems = append(problems, resolveDriverConfig(rc, cfg, in)...)
+	problems = append(problems, resolveCredentials(cfg, in)...)
+	problems = append(problems, resolveDriverConfig(cfg, in)...)
 
 	if in.NodeCloudConf != nil {
 		// Only its zones are read, and they decode whatever else does not: a key that does
@@ -182,23 +184,24 @@ func resolve(rc Config, driver *operatorv1.ClusterCSIDriver, in *Inputs) (*setti
 }
 
 // resolveCredentials fills in clouds.yaml and the OpenStack CA, each checked.
-func resolveCredentials(rc Config, cfg *settings, in *Inputs) []problem {
-	var problems []problem
+func resolveCredentials(cfg *settings, in *Input) []Problem {
+	rc := in.Config
+	var problems []Problem
 	switch {
 	case in.Credentials == nil:
-		problems = append(problems, problem{names.ReasonMissingCredentials,
+		problems = append(problems, Problem{names.ReasonMissingCredentials,
 			fmt.Sprintf("Secret %s/%s with the OpenStack credentials (key %s) does not exist.", rc.Namespace, names.CredentialsSecret, names.KeyCloudsYAML)})
 	case len(in.Credentials.Data[names.KeyCloudsYAML]) == 0:
-		problems = append(problems, problem{names.ReasonMissingCredentials,
+		problems = append(problems, Problem{names.ReasonMissingCredentials,
 			fmt.Sprintf("Secret %s/%s has no %s key.", rc.Namespace, names.CredentialsSecret, names.KeyCloudsYAML)})
 	default:
 		cfg.CloudsYAML = in.Credentials.Data[names.KeyCloudsYAML]
 		if msg := cloudsyaml.Check(cfg.CloudsYAML, cfg.CloudName, cloudNameFrom(rc.HyperShift)); msg != "" {
-			problems = append(problems, problem{names.ReasonInvalidCredentials,
+			problems = append(problems, Problem{names.ReasonInvalidCredentials,
 				fmt.Sprintf("%s in Secret %s/%s %s", names.KeyCloudsYAML, rc.Namespace, names.CredentialsSecret, msg)})
 		}
 	}
-	ca, caProblem := caBundle(rc, in)
+	ca, caProblem := caBundle(rc.Namespace, in)
 	if caProblem != nil {
 		problems = append(problems, *caProblem)
 	}
@@ -209,16 +212,16 @@ func resolveCredentials(rc Config, cfg *settings, in *Inputs) []problem {
 // resolveDriverConfig fills in the driver's settings from the configuration source the user
 // chose: both confs, the topology override, the report on the user's configuration and the
 // opt-in features. It needs the cloud name and the CA resolved first.
-func resolveDriverConfig(rc Config, cfg *settings, in *Inputs) []problem {
-	var problems []problem
-	cfg.Source = chooseConfigSource(rc, in)
+func resolveDriverConfig(cfg *settings, in *Input) []Problem {
+	var problems []Problem
+	cfg.Source = chooseConfigSource(in)
 	userINI, enableTopology := cfg.Source.settings()
 	var err error
 	if cfg.Override, err = cloudconfig.ParseTopologyOverride(enableTopology); err != nil {
 		problems = append(problems, configProblem(cfg.Source, err))
 	}
 	ccIn := cloudconfig.Input{UserConfig: userINI, CloudName: cfg.CloudName, HasCA: cfg.CABundle != "",
-		BlockStorageOnly: cfg.Source.Kind == installerConfigSource}
+		BlockStorageOnly: cfg.Source.Kind == InstallerConfigSource}
 	if cfg.ControllerConf, err = cloudconfig.Controller(ccIn); err != nil {
 		problems = append(problems, configProblem(cfg.Source, err))
 	} else if cfg.NodeConf, err = cloudconfig.Node(ccIn); err != nil {
@@ -240,12 +243,12 @@ func resolveDriverConfig(rc Config, cfg *settings, in *Inputs) []problem {
 // but is no PEM certificate bundle is a problem naming the object and key it came from: the
 // driver fails to start on a ca-file without a certificate, and the key lands in the cloud-conf
 // ConfigMap, which must never carry anything else (a private key pasted by mistake, say).
-func caBundle(rc Config, in *Inputs) (string, *problem) {
+func caBundle(namespace string, in *Input) (string, *Problem) {
 	var ca, where string
 	switch {
 	case in.Credentials != nil && strings.TrimSpace(string(in.Credentials.Data[names.KeyCACert])) != "":
 		ca = string(in.Credentials.Data[names.KeyCACert])
-		where = fmt.Sprintf("%s in Secret %s/%s", names.KeyCACert, rc.Namespace, names.CredentialsSecret)
+		where = fmt.Sprintf("%s in Secret %s/%s", names.KeyCACert, namespace, names.CredentialsSecret)
 	case in.CAConfigMap != nil && strings.TrimSpace(in.CAConfigMap.Data[names.KeyCABundle]) != "":
 		ca = in.CAConfigMap.Data[names.KeyCABundle]
 		where = fmt.Sprintf("%s in ConfigMap %s/%s", names.KeyCABundle, in.CAConfigMap.Namespace, in.CAConfigMap.Name)
@@ -253,7 +256,7 @@ func caBundle(rc Config, in *Inputs) (string, *problem) {
 		return "", nil
 	}
 	if msg := cloudsyaml.CheckCA([]byte(ca)); msg != "" {
-		return "", &problem{names.ReasonInvalidConfig,
+		return "", &Problem{names.ReasonInvalidConfig,
 			fmt.Sprintf("%s %s It must hold only the OpenStack CA certificates, PEM-encoded.", where, msg)}
 	}
 	return strings.TrimSpace(ca) + "\n", nil
@@ -273,10 +276,10 @@ func cloudNameFrom(hyperShift bool) string {
 // message names the object to fix, and is not capitalised into a name that does not exist. An
 // error in the installer's cloud provider config names that ConfigMap and its key, and says why
 // it was read and how to stop it being read.
-func configProblem(src configSource, err error) problem {
+func configProblem(src ConfigSource, err error) Problem {
 	var ce *cloudconfig.ConfigError
 	if !errors.As(err, &ce) {
-		return problem{names.ReasonInvalidConfig, conditions.Sentence(err.Error())}
+		return Problem{names.ReasonInvalidConfig, conditions.Sentence(err.Error())}
 	}
 	named := *ce
 	named.ConfigMap = src.Name
@@ -284,9 +287,9 @@ func configProblem(src configSource, err error) problem {
 		named.Key = src.Key
 	}
 	msg := conditions.Sentence(fmt.Sprintf("ConfigMap %s/%s", names.OpenShiftConfigNamespace, named.Error()))
-	if src.Kind == installerConfigSource {
+	if src.Kind == InstallerConfigSource {
 		msg += fmt.Sprintf(" It is the installer's cloud provider config, read because ConfigMap %s/%s does not exist: "+
 			"fix it, or create %s, which takes precedence.", names.OpenShiftConfigNamespace, names.UserConfigMap, names.UserConfigMap)
 	}
-	return problem{names.ReasonInvalidConfig, msg}
+	return Problem{names.ReasonInvalidConfig, msg}
 }

@@ -1,9 +1,8 @@
-package controlplane
+package desired
 
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	operatorv1 "github.com/openshift/api/operator/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,77 +14,19 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/openstack"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
-	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
 )
 
 // This file is the controlplane manager's whole desired state: one pure function from what the
-// manager read (State) to what it applies and deletes (Plan). The reconciler executes the plan,
+// manager read (Input) to what it applies and deletes (Plan). The reconciler executes the plan,
 // `cinder-csi-operator render` prints it, and the golden fixtures snapshot it.
 
-// groupController is the plan group the ControllerDegraded condition reports on: every object
+// GroupController is the plan group the ControllerDegraded condition reports on: every object
 // of this manager.
-const groupController = "controller"
+const GroupController = "controller"
 
-// State is everything the controlplane manager decides from: the ClusterCSIDriver, the objects it
-// read from both clusters, and what the last availability-zone listing said.
-type State struct {
-	Driver    *operatorv1.ClusterCSIDriver
-	Inputs    Inputs
-	Detection Detection
-	// ControllerPods names the controller pods that may still run, read only under
-	// managementState Removed in standalone mode (see holdServiceAccount).
-	ControllerPods []string
-}
-
-// Detection is what the availability-zone listing said.
-type Detection struct {
-	// Enabled is the decision of the last listing that succeeded, nil when none did.
-	Enabled *bool
-	// Failure is why the latest listing failed; empty when it succeeded or none was made.
-	// FailureMessage is its user-facing sentence (openstack.Describe), which names the proxy
-	// when the proxy failed.
-	Failure        openstack.Reason
-	FailureMessage string
-	// ComputeZones and VolumeZones are the zones of the last success: the per-zone classes and
-	// the node copy's zone keys are made from them (chooseZones), and logs show them.
-	ComputeZones, VolumeZones []string
-	// Backup is what the listing of Cinder's backup services said, when the backup class is
-	// asked for.
-	Backup BackupDetection
-	// RecheckIn is when the zones are due to be listed again; zero when no listing is needed.
-	RecheckIn time.Duration
-	// Pending is whether no listing has finished yet: the first one is still running.
-	Pending bool
-}
-
-// BackupDetection is what the listing of Cinder's backup services said.
-type BackupDetection struct {
-	// Listed is whether a listing succeeded; Services are the cinder-backup services of the
-	// last one that did.
-	Listed   bool
-	Services []openstack.BackupService
-	// Failure is why the latest listing failed (openstack.ReasonPermissionDenied when Cinder's
-	// policy refused it); FailureMessage its sentence.
-	Failure        openstack.Reason
-	FailureMessage string
-}
-
-// Offline is the Detection of an offline render, where no zone can be listed: the given decision,
-// as if a listing had made it.
-func Offline(enabled bool) Detection { return Detection{Enabled: &enabled} }
-
-// OfflineZones is the Detection of an offline render given the zones a listing would have
-// returned: the given decision, made from them as a listing would have made it.
-func OfflineZones(enabled bool, computeZones, volumeZones []string) Detection {
-	d := Offline(enabled)
-	d.ComputeZones, d.VolumeZones = zoneclasses.Zones(computeZones), zoneclasses.Zones(volumeZones)
-	return d
-}
-
-// Plan is the controlplane manager's desired state for one State.
+// Plan is the controlplane manager's desired state for one Input.
 //
 // Its Apply holds the node copy of cloud-conf in the guest, then, next to the controller, the
 // controller copy, the controller objects, the ServiceMonitors and the alerts; under managementState Removed
@@ -94,12 +35,12 @@ type Plan struct {
 	plan.Base
 	// Problems is the invalid or missing input found. When there is any, Apply is empty: the
 	// live objects stay as they are until the input is fixed.
-	Problems []problem
+	Problems []Problem
 	// Topology is the decision the objects carry, and why.
-	Topology topologyDecision
+	Topology TopologyDecision
 	// ConfigSource is where the driver settings come from; the controller copy of cloud-conf
 	// records it.
-	ConfigSource configSource
+	ConfigSource ConfigSource
 	// Monitoring is which monitoring objects Apply holds: the ServiceMonitors' watch starts
 	// late, once their kind is served.
 	Monitoring Monitoring
@@ -107,70 +48,74 @@ type Plan struct {
 	// cluster's profile cannot be served and Intermediate stands in for it.
 	TLS tlsprofile.Settings
 	// Warnings are the informational conditions (warnings.go).
-	Warnings []warning
+	Warnings []Warning
 }
 
-// Desired computes the plan for s. It reads nothing, writes nothing and lists no zones: the
-// reconciler fills s.Detection beforehand, from the listing its resolution names (listing), and
-// an offline render or a fixture gives a fixed one (Offline). The error is an internal one (an
-// operand manifest that does not decode); invalid input is reported in Plan.Problems.
-func Desired(d *manifests.Decoder, rc Config, s State) (*Plan, error) {
-	return desired(d, rc, s, resolveState(rc, s))
+// Compute computes the plan for in. It reads nothing, writes nothing, lists no zones and changes
+// nothing of in: the reconciler fills in.Detection beforehand, from the listing in's resolution
+// names (Resolve, Resolution.Listing), and an offline render or a fixture gives a fixed one
+// (Offline). The error is an internal one (an operand manifest that does not decode); invalid
+// input is reported in Plan.Problems.
+func Compute(d *manifests.Decoder, in Input) (*Plan, error) {
+	return Resolve(in).Plan(d, in.Detection)
 }
 
-// resolution is the inputs of a State resolved once (resolve): the zone listing the plan needs
-// and the plan itself are both made from it, so they cannot disagree.
-type resolution struct {
+// Resolution is an Input resolved once (resolve): the zone listing the plan needs and the plan
+// itself are both made from it, so they cannot disagree. Nothing changes it once made.
+type Resolution struct {
+	in Input
+	// cfg is nil when the plan uses no input (Unmanaged, Removed).
 	cfg      *settings
-	problems []problem
+	problems []Problem
 }
 
-// resolveState resolves s's inputs; nil when the plan for s uses none (Unmanaged, Removed).
-func resolveState(rc Config, s State) *resolution {
-	if !plan.UsesInputs(s.Driver) {
-		return nil
+// Resolve resolves in, all but its Detection, which only Plan reads.
+func Resolve(in Input) *Resolution {
+	res := &Resolution{in: in}
+	if plan.UsesInputs(in.Driver) {
+		res.cfg, res.problems = resolve(plan.Driver(in.Driver), &in)
 	}
-	cfg, problems := resolve(rc, plan.Driver(s.Driver), &s.Inputs)
-	return &resolution{cfg: cfg, problems: problems}
+	return res
 }
 
-// listing returns what a zone listing is made with, and whether the plan uses one at all: only
+// Listing returns what a zone listing is made with, and whether the plan uses one at all: only
 // Managed, with valid input, and either without the user's cinder-csi-config deciding topology or
 // with a feature that needs the zones (per-zone classes) or the backup services (the backup class)
 // all the same. The reconciler lists the zones, or asks its cache, before it plans.
-func (res *resolution) listing() (listingRequest, bool) {
-	if res == nil || len(res.problems) > 0 {
-		return listingRequest{}, false
+func (res *Resolution) Listing() (Listing, bool) {
+	l, ok := res.Credentials()
+	if !ok {
+		return Listing{}, false
 	}
 	cfg := res.cfg
 	if cfg.Override != nil && !cfg.Features.needsZones() {
-		return listingRequest{}, false
+		return Listing{}, false
 	}
-	in, _ := res.credentials()
-	in.Decided, in.Backup = cfg.LastTopology != nil || cfg.Override != nil, cfg.Features.BackupClass
-	return in, true
+	l.Decided, l.Backup = cfg.LastTopology != nil || cfg.Override != nil, cfg.Features.BackupClass
+	return l, true
 }
 
-// credentials returns what an OpenStack client is made with, whether or not the plan lists
-// zones; false when the input is not valid.
-func (res *resolution) credentials() (listingRequest, bool) {
-	if res == nil || len(res.problems) > 0 {
-		return listingRequest{}, false
+// Credentials returns what an OpenStack client is made with, whether or not the plan lists
+// zones; false when the plan uses no input or the input is not valid.
+func (res *Resolution) Credentials() (Listing, bool) {
+	if res.cfg == nil || len(res.problems) > 0 {
+		return Listing{}, false
 	}
 	cfg := res.cfg
-	return listingRequest{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy}, true
+	return Listing{CloudsYAML: cfg.CloudsYAML, CloudName: cfg.CloudName, CAPEM: []byte(cfg.CABundle), Proxy: cfg.Proxy}, true
 }
 
-// desired is Desired from s's resolution res (resolveState).
-func desired(d *manifests.Decoder, rc Config, s State, res *resolution) (*Plan, error) {
-	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) {
-		return objects(d, rc, &settings{Monitoring: s.Inputs.Monitoring, TLS: tlsprofile.Intermediate()}, nodeconf.Contents{}, nil, nil, false)
+// Plan computes the plan of the resolved input, given what the listing said (det).
+func (res *Resolution) Plan(d *manifests.Decoder, det Detection) (*Plan, error) {
+	in, rc := res.in, res.in.Config
+	base, complete, err := plan.Start(in.Driver, func() ([]plan.Step, error) {
+		return objects(d, rc, &settings{Monitoring: in.Monitoring, TLS: tlsprofile.Intermediate()}, nodeconf.Contents{}, nil, nil, false)
 	})
 	// Under managementState Removed, the monitoring objects the inputs allow are deleted.
-	p := &Plan{Base: base, Monitoring: s.Inputs.Monitoring}
+	p := &Plan{Base: base, Monitoring: in.Monitoring}
 	if complete || err != nil {
 		if err == nil && p.ManagementState == operatorv1.Removed && !rc.HyperShift {
-			p.holdServiceAccount(s.ControllerPods)
+			p.holdServiceAccount(in.ControllerPods)
 		}
 		return p, err
 	}
@@ -179,14 +124,14 @@ func desired(d *manifests.Decoder, rc Config, s State, res *resolution) (*Plan, 
 		return p, nil
 	}
 	cfg := res.cfg
-	p.Topology = chooseTopology(cfg.Override, s.Detection, cfg.LastTopology)
-	if p.Topology.Source == sourceOverride {
+	p.Topology = chooseTopology(cfg.Override, det, cfg.LastTopology)
+	if p.Topology.Source == SourceOverride {
 		p.Topology.OverrideFrom = cfg.Source.ref()
 	}
 	p.ConfigSource = cfg.Source
-	node := nodeDecisions(cfg.Features, chooseZones(s.Detection, cfg.LiveNode), p.Topology.Enabled)
-	p.Warnings = warnings(cfg, s.Detection)
-	steps, err := objects(d, rc, cfg, node, s.Inputs.Credentials, s.Inputs.Deployment, p.Topology.Enabled)
+	node := nodeDecisions(cfg.Features, chooseZones(det, cfg.LiveNode), p.Topology.Enabled)
+	p.Warnings = warnings(cfg, det)
+	steps, err := objects(d, rc, cfg, node, in.Credentials, in.Deployment, p.Topology.Enabled)
 	if err != nil {
 		return nil, err
 	}
@@ -267,8 +212,8 @@ func objects(d *manifests.Decoder, rc Config, cfg *settings, node nodeconf.Conte
 	if rc.HyperShift {
 		ownedBy(cfg.Owner, mgmt...)
 	}
-	return append(plan.Steps(apply.ClusterGuest, groupController, nodeConf),
-		plan.Steps(apply.ClusterManagement, groupController, mgmt...)...), nil
+	return append(plan.Steps(apply.ClusterGuest, GroupController, nodeConf),
+		plan.Steps(apply.ClusterManagement, GroupController, mgmt...)...), nil
 }
 
 // hostedFor returns what the controller takes from a hosted control plane, nothing standalone.
@@ -288,21 +233,21 @@ func hostedFor(rc Config, cfg *settings, live *appsv1.Deployment) hostedInputs {
 // When the latest listing failed, the last known decision stays in force (the one in the live
 // cloud-conf, else the last success in this process), and only without any does it fall back to
 // false, the setting under which volumes can be provisioned whatever the zones are.
-func chooseTopology(override *bool, det Detection, lastKnown *bool) topologyDecision {
-	d := topologyDecision{Failure: det.Failure, FailureMessage: det.FailureMessage, ComputeZones: det.ComputeZones, VolumeZones: det.VolumeZones, RecheckIn: det.RecheckIn}
+func chooseTopology(override *bool, det Detection, lastKnown *bool) TopologyDecision {
+	d := TopologyDecision{Failure: det.Failure, FailureMessage: det.FailureMessage, ComputeZones: det.ComputeZones, VolumeZones: det.VolumeZones, RecheckIn: det.RecheckIn}
 	switch {
 	case override != nil:
-		d.Enabled, d.Source = *override, sourceOverride
+		d.Enabled, d.Source = *override, SourceOverride
 	case det.Failure == "" && det.Enabled != nil:
-		d.Enabled, d.Source = *det.Enabled, sourceDetected
+		d.Enabled, d.Source = *det.Enabled, SourceDetected
 	case lastKnown != nil:
-		d.Enabled, d.Source = *lastKnown, sourceLastKnown
+		d.Enabled, d.Source = *lastKnown, SourceLastKnown
 	case det.Enabled != nil:
-		d.Enabled, d.Source = *det.Enabled, sourceLastKnown
+		d.Enabled, d.Source = *det.Enabled, SourceLastKnown
 	case det.Pending:
-		d.Enabled, d.Source = false, sourcePending
+		d.Enabled, d.Source = false, SourcePending
 	default:
-		d.Enabled, d.Source = false, sourceDefault
+		d.Enabled, d.Source = false, SourceDefault
 	}
 	return d
 }
