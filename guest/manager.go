@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/guest/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/loglevel"
@@ -36,6 +37,11 @@ type Config struct {
 	Images operandimages.Node
 	// LogLevel is the operator's own verbosity, driven by spec.operatorLogLevel.
 	LogLevel *loglevel.Live
+}
+
+// plan is what the plan takes of c (desired.Config).
+func (c Config) plan() desired.Config {
+	return desired.Config{HyperShift: c.HyperShift, Images: c.Images}
 }
 
 // CacheOptions returns the guest manager's cache options: its namespace, the cluster-scoped kinds

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/guest/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
@@ -54,7 +55,7 @@ type Reconciler struct {
 	// cluster-storage-operator's RBAC) and so writes with create and update.
 	fallback *apply.UpdateFallback
 	// accessReviews remembers, standalone, whether the operator may create
-	// SubjectAccessReviews, asked again after an interval while not (see State.NoAccessReviews).
+	// SubjectAccessReviews, asked again after an interval while not (see desired.Input.NoAccessReviews).
 	accessReviews access.Question
 	// nodes is the node watch, started when the zone warning first needs the nodes (a guest
 	// without topology never lists them), once the operator may list and watch them.
@@ -112,13 +113,13 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	log := ctrl.LoggerFrom(ctx)
 	r.Config.LogLevel.Follow(log, driver.Spec.OperatorLogLevel)
 
-	s, err := r.readState(ctx, driver)
+	s, err := r.readInput(ctx, driver)
 	if err != nil {
 		st.Keep(driver.Status.Conditions, names.GuestConditions...)
 		st.Fold(names.ConditionNodeDegraded, err, "Reading the operator's inputs")
 		return ctrl.Result{}, err
 	}
-	p, err := Desired(r.Decoder, r.Config, *s)
+	p, err := desired.Compute(r.Decoder, *s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -149,22 +150,22 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	}
 	failed := r.applyRecreating(ctx, appliers, p)
 	if watchErr != nil {
-		failed[groupClasses] = errors.Join(failed[groupClasses], watchErr)
+		failed[desired.GroupClasses] = errors.Join(failed[desired.GroupClasses], watchErr)
 	}
 	if err := appliers.Delete(ctx, log, p.Delete); err != nil {
-		failed[groupClasses] = errors.Join(failed[groupClasses], err)
+		failed[desired.GroupClasses] = errors.Join(failed[desired.GroupClasses], err)
 	}
 	kept, err := r.retireZoneClasses(ctx, appliers, p.Retire)
 	if err != nil {
-		failed[groupClasses] = errors.Join(failed[groupClasses], err)
+		failed[desired.GroupClasses] = errors.Join(failed[desired.GroupClasses], err)
 	}
 
 	if err := r.recordStable(ctx, s.DaemonSet); err != nil {
-		failed[groupNode] = errors.Join(failed[groupNode], err)
+		failed[desired.GroupNode] = errors.Join(failed[desired.GroupNode], err)
 	}
-	st.Fold(names.ConditionStaticResourcesDegraded, failed[groupStatic], "Applying the CSI driver's ServiceAccount, RBAC and CSIDriver")
-	setNodeConditions(st, s.DaemonSet, p.NodeWaiting, failed[groupNode])
-	st.Fold(names.ConditionStorageClassDegraded, failed[groupClasses], "Applying the StorageClasses and VolumeSnapshotClasses")
+	st.Fold(names.ConditionStaticResourcesDegraded, failed[desired.GroupStatic], "Applying the CSI driver's ServiceAccount, RBAC and CSIDriver")
+	setNodeConditions(st, s.DaemonSet, p.NodeWaiting, failed[desired.GroupNode])
+	st.Fold(names.ConditionStorageClassDegraded, failed[desired.GroupClasses], "Applying the StorageClasses and VolumeSnapshotClasses")
 
 	nodeZones, nodesErr := r.readNodeZones(ctx, p.Features)
 	if nodesErr != nil {
@@ -173,7 +174,7 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 		setZoneWarning(st, zoneInputs{Features: p.Features, NodeZones: nodeZones, Kept: kept, Foreign: p.ForeignClasses,
 			BackupClassTaken: p.BackupClassTaken, InvalidZones: p.InvalidZones})
 	}
-	if err := errors.Join(failed[groupStatic], failed[groupNode], failed[groupClasses], nodesErr); err != nil {
+	if err := errors.Join(failed[desired.GroupStatic], failed[desired.GroupNode], failed[desired.GroupClasses], nodesErr); err != nil {
 		return ctrl.Result{}, err
 	}
 	// A grant of what was denied changes nothing this manager watches: come back when the
@@ -182,9 +183,10 @@ func (r *Reconciler) reconcile(ctx context.Context, driver *operatorv1.ClusterCS
 	return ctrl.Result{RequeueAfter: access.Soonest(r.accessReviews.Recheck(), r.nodes.Access.Recheck(), r.claims.gate.Access.Recheck())}, nil
 }
 
-// readState reads what the guest manager decides from; a missing object is not an error.
-func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCSIDriver) (*State, error) {
-	s := &State{Driver: driver}
+// readInput reads what the guest manager's plan is computed from; a missing object is not an
+// error.
+func (r *Reconciler) readInput(ctx context.Context, driver *operatorv1.ClusterCSIDriver) (*desired.Input, error) {
+	s := &desired.Input{Config: r.Config.plan(), Driver: driver}
 	var (
 		cloudConf corev1.ConfigMap
 		ds        appsv1.DaemonSet
@@ -210,7 +212,7 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 	}
 	if s.SnapshotCRD && driver.Spec.ManagementState != operatorv1.Unmanaged {
 		// The live classes decide what an apply cannot change, whose default class stands and,
-		// also under Removed, whether the backup class's name is the operator's (see Desired);
+		// also under Removed, whether the backup class's name is the operator's (see desired.Compute);
 		// read only while the kind is served.
 		var vscs snapshotv1.VolumeSnapshotClassList
 		if err := apply.List(ctx, r.Guest, r.errCluster(), &vscs); err != nil {
@@ -227,7 +229,7 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 		}
 	}
 	if !r.Config.HyperShift && driver.Spec.ManagementState == operatorv1.Removed {
-		// Only Removed decides from it (see State.ControllerServiceAccount).
+		// Only Removed decides from it (see desired.Input.ControllerServiceAccount).
 		var sa corev1.ServiceAccount
 		if err := get(client.ObjectKey{Namespace: names.GuestNamespace, Name: names.ControllerServiceAccount}, &sa, func() { s.ControllerServiceAccount = true }); err != nil {
 			return nil, err
@@ -248,11 +250,11 @@ func (r *Reconciler) readState(ctx context.Context, driver *operatorv1.ClusterCS
 }
 
 // applyRecreating deletes the objects of p.Recreate, then writes p.Apply: the objects of p.Create
-// with a create, which leaves an object of the name that exists by then (see Plan.Create); the
-// other recreated objects with an applier that reads the API server (the cache still holds them
-// for a moment after their deletion); the rest as usual. It returns the failed groups, as
+// with a create, which leaves an object of the name that exists by then (see
+// desired.Plan.Create); the other recreated objects with an applier that reads the API server
+// (the cache still holds them for a moment after their deletion); the rest as usual. It returns the failed groups, as
 // plan.Appliers.Apply does.
-func (r *Reconciler) applyRecreating(ctx context.Context, appliers plan.Appliers, p *Plan) map[string]error {
+func (r *Reconciler) applyRecreating(ctx context.Context, appliers plan.Appliers, p *desired.Plan) map[string]error {
 	log := ctrl.LoggerFrom(ctx)
 	failed := map[string]error{}
 	recreated := map[string]bool{}
@@ -262,7 +264,7 @@ func (r *Reconciler) applyRecreating(ctx context.Context, appliers plan.Appliers
 	}
 	if len(p.Recreate) > 0 {
 		if err := appliers.Delete(ctx, log, p.Recreate); err != nil {
-			failed[groupClasses] = err
+			failed[desired.GroupClasses] = err
 		}
 	}
 	created := map[string]bool{}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/guest/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
@@ -65,7 +66,7 @@ func claimsByClass(claims []corev1.PersistentVolumeClaim, classes []string) map[
 
 // zoneInputs is what the zone warning is computed from.
 type zoneInputs struct {
-	Features features
+	Features desired.Features
 	// NodeZones counts the nodes of each compute zone; nil when the nodes were not read (topology
 	// off, no zone listing yet, or the operator may not watch nodes).
 	NodeZones map[string]int
@@ -73,10 +74,10 @@ type zoneInputs struct {
 	// for a class kept because the operator may not watch claims to count them.
 	Kept map[string]int
 	// Foreign are the per-zone classes asked for whose name a StorageClass that is not the
-	// operator's holds (Plan.ForeignClasses).
+	// operator's holds (desired.Plan.ForeignClasses).
 	Foreign []string
 	// BackupClassTaken is set when the backup class is asked for and a VolumeSnapshotClass that
-	// is not the operator's holds its name (Plan.BackupClassTaken).
+	// is not the operator's holds its name (desired.Plan.BackupClassTaken).
 	BackupClassTaken bool
 	// InvalidZones are the volume zones that cannot name a per-zone class.
 	InvalidZones []string
@@ -84,7 +85,7 @@ type zoneInputs struct {
 
 // watchesNodes reports whether the zone warning needs the nodes: topology on and the volume zones
 // known.
-func watchesNodes(f features) bool {
+func watchesNodes(f desired.Features) bool {
 	return f.Known && f.Topology && f.VolumeZones != nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/guest/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/conditions"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
@@ -65,7 +66,7 @@ func TestClaimsByClass(t *testing.T) {
 
 func TestZoneWarning(t *testing.T) {
 	t.Parallel()
-	on := features{Known: true, Contents: nodeconf.Contents{Topology: true, VolumeZones: []string{"nova"}}}
+	on := desired.Features{Known: true, Contents: nodeconf.Contents{Topology: true, VolumeZones: []string{"nova"}}}
 	const nodesFix = "Map these compute zones to volume zones with zone_mapping and set zone_storage_classes \"true\" in ConfigMap openshift-config/cinder-csi-config, then use the per-zone classes; or set enable_topology \"false\" there."
 	asExpected := conditions.Verdict{Status: operatorv1.ConditionFalse, Reason: names.ReasonAsExpected}
 	for _, tt := range []struct {
@@ -75,9 +76,9 @@ func TestZoneWarning(t *testing.T) {
 	}{
 		{name: "When every node is in a volume zone, it should be False", in: zoneInputs{Features: on, NodeZones: map[string]int{"nova": 3}}, want: asExpected},
 		{name: "When topology is off, it should be False whatever the nodes' zones", in: zoneInputs{
-			Features: features{Known: true, Contents: nodeconf.Contents{VolumeZones: []string{"nova"}}}, NodeZones: map[string]int{"az1": 3}}, want: asExpected},
+			Features: desired.Features{Known: true, Contents: nodeconf.Contents{VolumeZones: []string{"nova"}}}, NodeZones: map[string]int{"az1": 3}}, want: asExpected},
 		{name: "When no zone listing succeeded yet, it should be False", in: zoneInputs{
-			Features: features{Known: true, Contents: nodeconf.Contents{Topology: true}}, NodeZones: map[string]int{"az1": 3}}, want: asExpected},
+			Features: desired.Features{Known: true, Contents: nodeconf.Contents{Topology: true}}, NodeZones: map[string]int{"az1": 3}}, want: asExpected},
 		{name: "When the nodes were not read, it should be False", in: zoneInputs{Features: on}, want: asExpected},
 		{name: "When nodes are in one compute zone that is no volume zone, it should say which and how to fix it", in: zoneInputs{
 			Features: on, NodeZones: map[string]int{"nova": 2, "az1": 1}},
@@ -88,7 +89,7 @@ func TestZoneWarning(t *testing.T) {
 			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonNodesOutsideVolumeZones,
 				Message: "Compute zones a, b, c and 2 more (10 nodes) have no Cinder volume zone of the same name, and topology is on: claims of StorageClass standard-csi cannot be provisioned on their nodes. " + nodesFix}},
 		{name: "When a per-zone class is mapped to the compute zone, it should still warn: standard-csi's claims there fail", in: zoneInputs{
-			Features:  features{Known: true, Contents: nodeconf.Contents{Topology: true, VolumeZones: []string{"nova"}, ZoneClasses: []zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"az1"}}}}},
+			Features:  desired.Features{Known: true, Contents: nodeconf.Contents{Topology: true, VolumeZones: []string{"nova"}, ZoneClasses: []zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"az1"}}}}},
 			NodeZones: map[string]int{"az1": 4}},
 			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonNodesOutsideVolumeZones,
 				Message: "Compute zone az1 (4 nodes) has no Cinder volume zone of the same name, and topology is on: claims of StorageClass standard-csi cannot be provisioned on its nodes. " + nodesFix}},
@@ -114,7 +115,7 @@ func TestZoneWarning(t *testing.T) {
 				Message: "StorageClasses standard-csi-a, standard-csi-b exist and are not the operator's (they lack the operator's labels), so the operator leaves them alone " +
 					"and volume zones a, b have no per-zone class. Rename or delete those StorageClasses to let the operator create them."}},
 		{name: "When a VolumeSnapshotClass that is not the operator's holds the backup class's name, it should name it, why it is left and the way out", in: zoneInputs{
-			Features: features{Known: true, Contents: nodeconf.Contents{BackupClass: true}}, BackupClassTaken: true},
+			Features: desired.Features{Known: true, Contents: nodeconf.Contents{BackupClass: true}}, BackupClassTaken: true},
 			want: conditions.Verdict{Status: operatorv1.ConditionTrue, Reason: names.ReasonBackupClassNameTaken,
 				Message: "VolumeSnapshotClass standard-csi-backup exists and is not the operator's (it lacks the label app.kubernetes.io/managed-by=cinder-csi-operator), " +
 					"so the operator leaves it alone and does not make the backup class that backup_snapshot_class \"true\" in ConfigMap openshift-config/cinder-csi-config asks for. " +

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/guest/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/access"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
@@ -79,7 +80,7 @@ var nodeZoneChanged = predicate.Funcs{
 // readNodeZones returns the nodes of each compute zone when the zone warning needs them (see
 // watchesNodes), else nil. Under RBAC that does not let the operator watch nodes (it asks once,
 // and says so once), the node check is left out.
-func (r *Reconciler) readNodeZones(ctx context.Context, f features) (map[string]int, error) {
+func (r *Reconciler) readNodeZones(ctx context.Context, f desired.Features) (map[string]int, error) {
 	if !watchesNodes(f) {
 		return nil, nil
 	}
@@ -284,7 +285,7 @@ func (r *Reconciler) retireZoneClasses(ctx context.Context, appliers plan.Applie
 		sc := &storagev1.StorageClass{}
 		sc.SetGroupVersionKind(storagev1.SchemeGroupVersion.WithKind("StorageClass"))
 		sc.Name = name
-		steps = append(steps, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: sc})
+		steps = append(steps, plan.Step{Cluster: apply.ClusterGuest, Group: desired.GroupClasses, Object: sc})
 	}
 	if len(kept) == 0 {
 		kept = nil

@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	. "github.com/onsi/gomega"
+	operatorv1 "github.com/openshift/api/operator/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -22,10 +23,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/cinder-csi-operator/cinder-csi-operator/guest/desired"
+	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/testutil"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/zoneclasses"
@@ -232,6 +237,28 @@ func TestRetireZoneClassesDenied(t *testing.T) {
 	g.Expect(r.claims.gate.Access.Recheck()).To(BeNumerically(">", 0), "the reconciler comes back to ask again")
 }
 
+// classesInput is a standalone guest with topology whose node copy of cloud-conf, as the
+// controlplane manager writes it, asks for the per-zone class of zone nova and the backup class.
+func classesInput() desired.Input {
+	nodeCopy := &corev1.ConfigMap{Data: nodeconf.Encode(nodeconf.Contents{
+		Topology: true, VolumeZones: []string{"nova"}, BackupClass: true,
+		ZoneClasses: []zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"nova"}}},
+	})}
+	operand.Managed(nodeCopy)
+	nodeconf.Seal(nodeCopy)
+	return desired.Input{
+		Config:      desired.Config{Images: operandimages.Node{Driver: "driver", NodeDriverRegistrar: "registrar", LivenessProbe: "livenessprobe"}},
+		Driver:      &operatorv1.ClusterCSIDriver{},
+		CloudConf:   nodeCopy,
+		SnapshotCRD: true,
+	}
+}
+
+// planFor returns the guest manager's plan for in.
+func planFor(t testing.TB, in desired.Input) *desired.Plan {
+	return testutil.Build(t, func(d *manifests.Decoder) (*desired.Plan, error) { return desired.Compute(d, in) })
+}
+
 // TestApplyRecreatingLeavesClassesOfOthers runs a plan computed while the classes under the
 // operator's names did not exist yet against a guest where someone else has created them since
 // (the cache had not seen them): neither the per-zone StorageClass nor the backup
@@ -243,12 +270,8 @@ func TestApplyRecreatingLeavesClassesOfOthers(t *testing.T) {
 	scheme, err := clusters.NewScheme()
 	g.Expect(err).NotTo(HaveOccurred())
 
-	s := withFeatures(testState(false, true), map[string]string{
-		nodeconf.KeyZoneClasses:         zoneClassesValue([]zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"nova"}}}),
-		nodeconf.KeyVolumeZones:         "nova",
-		nodeconf.KeyBackupSnapshotClass: "true",
-	})
-	p := desiredPlan(t, testConfig(false), s)
+	s := classesInput()
+	p := planFor(t, s)
 	g.Expect(testutil.StepNames(p.Apply)).To(ContainElements("guest/StorageClass//standard-csi-nova", "guest/VolumeSnapshotClass//"+names.BackupSnapshotClass))
 
 	usersClass := &storagev1.StorageClass{
@@ -283,7 +306,7 @@ func TestApplyRecreatingLeavesClassesOfOthers(t *testing.T) {
 	// The next plan reads the classes and finds them someone else's.
 	s.StorageClasses = []storagev1.StorageClass{sc}
 	s.BackupSnapshotClass = &vsc
-	next := desiredPlan(t, testConfig(false), s)
+	next := planFor(t, s)
 	g.Expect(next.ForeignClasses).To(Equal([]string{"standard-csi-nova"}))
 	g.Expect(next.BackupClassTaken).To(BeTrue())
 }
@@ -298,20 +321,16 @@ func TestApplyRecreatingCreatesClasses(t *testing.T) {
 	scheme, err := clusters.NewScheme()
 	g.Expect(err).NotTo(HaveOccurred())
 
-	s := withFeatures(testState(false, true), map[string]string{
-		nodeconf.KeyZoneClasses:         zoneClassesValue([]zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"nova"}}}),
-		nodeconf.KeyVolumeZones:         "nova",
-		nodeconf.KeyBackupSnapshotClass: "true",
-	})
+	s := classesInput()
 	guest := fake.NewClientBuilder().WithScheme(scheme).Build()
 	r := &Reconciler{Guest: guest, GuestAPI: guest}
 	appliers := plan.Appliers{apply.ClusterGuest: apply.New(guest, names.FieldOwnerGuest)}
-	g.Expect(r.applyRecreating(ctx, appliers, desiredPlan(t, testConfig(false), s))).To(BeEmpty())
+	g.Expect(r.applyRecreating(ctx, appliers, planFor(t, s))).To(BeEmpty())
 
 	var sc storagev1.StorageClass
 	g.Expect(guest.Get(ctx, client.ObjectKey{Name: "standard-csi-nova"}, &sc)).To(Succeed())
 	g.Expect(sc.Labels).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue))
-	g.Expect(sc.Parameters).To(HaveKeyWithValue(paramAvailability, "nova"))
+	g.Expect(sc.Parameters).To(HaveKeyWithValue("availability", "nova"))
 	var vsc snapshotv1.VolumeSnapshotClass
 	g.Expect(guest.Get(ctx, client.ObjectKey{Name: names.BackupSnapshotClass}, &vsc)).To(Succeed())
 	g.Expect(vsc.Labels).To(HaveKeyWithValue(names.ManagedByLabel, names.ManagedByValue))
@@ -319,7 +338,7 @@ func TestApplyRecreatingCreatesClasses(t *testing.T) {
 	// The next plan reads them as the operator's: applied, neither created nor reported.
 	s.StorageClasses = []storagev1.StorageClass{sc}
 	s.BackupSnapshotClass = &vsc
-	next := desiredPlan(t, testConfig(false), s)
+	next := planFor(t, s)
 	g.Expect(next.Create).To(BeEmpty())
 	g.Expect(next.ForeignClasses).To(BeEmpty())
 	g.Expect(next.BackupClassTaken).To(BeFalse())

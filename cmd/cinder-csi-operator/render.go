@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
-	"github.com/cinder-csi-operator/cinder-csi-operator/guest"
+	cpdesired "github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
+	guestdesired "github.com/cinder-csi-operator/cinder-csi-operator/guest/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
@@ -79,12 +79,12 @@ func parseRenderFlags(args []string, stderr io.Writer) (renderFlags, error) {
 
 // input reads the input files into the controlplane manager's plan input, as if its caches held
 // them; the manager's configuration is configs'.
-func (r renderFlags) input() (desired.Input, error) {
+func (r renderFlags) input() (cpdesired.Input, error) {
 	detection, err := offlineDetection(r.enableTopology, r.enableTopologySet, r.computeZones, r.volumeZones)
 	if err != nil {
-		return desired.Input{}, err
+		return cpdesired.Input{}, err
 	}
-	cp := desired.Input{Monitoring: desired.Monitoring{ServiceMonitors: r.monitor, PrometheusRules: r.monitor}, Detection: detection}
+	cp := cpdesired.Input{Monitoring: cpdesired.Monitoring{ServiceMonitors: r.monitor, PrometheusRules: r.monitor}, Detection: detection}
 	files := []struct {
 		path string
 		into any
@@ -115,10 +115,10 @@ func (r renderFlags) input() (desired.Input, error) {
 }
 
 // configs are the two managers' configurations for the mode, with images from the environment.
-func (r renderFlags) configs(cp desired.Input) (desired.Config, guest.Config, error) {
+func (r renderFlags) configs(cp cpdesired.Input) (cpdesired.Config, guestdesired.Config, error) {
 	hyperShift := r.mode == "hypershift"
-	cpCfg := desired.Config{HyperShift: hyperShift}
-	gCfg := guest.Config{HyperShift: hyperShift}
+	cpCfg := cpdesired.Config{HyperShift: hyperShift}
+	gCfg := guestdesired.Config{HyperShift: hyperShift}
 	var err error
 	if cpCfg.Images, err = operandimages.ControllerImages(os.LookupEnv, hyperShift); err != nil {
 		return cpCfg, gCfg, err
@@ -160,20 +160,21 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 
 	// The plans the managers execute, from the same pure functions.
 	d := manifests.NewDecoder(scheme)
-	cpPlan, err := desired.Compute(d, cp)
+	cpPlan, err := cpdesired.Compute(d, cp)
 	if err != nil {
 		return err
 	}
 	if msgs := cpPlan.ProblemMessages(); len(msgs) > 0 {
 		return fmt.Errorf("invalid input: %s", strings.Join(msgs, " "))
 	}
-	g := guest.State{Driver: cp.Driver, SnapshotCRD: true}
+	g := guestdesired.Input{Driver: cp.Driver, SnapshotCRD: true}
 	for _, st := range cpPlan.Apply {
 		if cm, ok := st.Object.(*corev1.ConfigMap); ok && st.Cluster == apply.ClusterGuest && cm.Name == nodeconf.Name(cpCfg.HyperShift) {
 			g.CloudConf = cm
 		}
 	}
-	guestPlan, err := guest.Desired(d, gCfg, g)
+	g.Config = gCfg
+	guestPlan, err := guestdesired.Compute(d, g)
 	if err != nil {
 		return err
 	}
@@ -194,15 +195,15 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 }
 
 // offlineDetection returns the Detection of an offline render, where no zone can be listed: the
-// topology decision and the zones are given, as if a listing had returned them (desired.Offline,
+// topology decision and the zones are given, as if a listing had returned them (cpdesired.Offline,
 // OfflineZones). Given zones decide topology as a listing of them would, unless enable-topology is
 // set explicitly.
-func offlineDetection(enableTopology, explicit bool, computeZones, volumeZones string) (desired.Detection, error) {
+func offlineDetection(enableTopology, explicit bool, computeZones, volumeZones string) (cpdesired.Detection, error) {
 	if (computeZones == "") != (volumeZones == "") {
-		return desired.Detection{}, errors.New("--compute-zones and --volume-zones go together: a listing returns both")
+		return cpdesired.Detection{}, errors.New("--compute-zones and --volume-zones go together: a listing returns both")
 	}
 	if computeZones == "" {
-		return desired.Offline(enableTopology), nil
+		return cpdesired.Offline(enableTopology), nil
 	}
 	// Trimmed and sorted before the decision, as the zones a listing returns would be.
 	compute, volume := zoneclasses.SplitZones(computeZones), zoneclasses.SplitZones(volumeZones)
@@ -210,7 +211,7 @@ func offlineDetection(enableTopology, explicit bool, computeZones, volumeZones s
 	if !explicit {
 		enabled = openstack.TopologyEnabled(compute, volume)
 	}
-	return desired.OfflineZones(enabled, compute, volume), nil
+	return cpdesired.OfflineZones(enabled, compute, volume), nil
 }
 
 // renderSection is one titled part of render's output: the steps of a plan that act on one

@@ -13,9 +13,9 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
+	cpdesired "github.com/cinder-csi-operator/cinder-csi-operator/controlplane/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/env"
-	"github.com/cinder-csi-operator/cinder-csi-operator/guest"
+	guestdesired "github.com/cinder-csi-operator/cinder-csi-operator/guest/desired"
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
@@ -49,15 +49,15 @@ func TestRenderMatchesApplied(t *testing.T) {
 	// The environment's zones match, so the operator detected topology as enabled; the node
 	// copy records them.
 	zones := []string{e.Zone()}
-	cpInput := desired.Input{
-		Config:      desired.Config{HyperShift: true, Namespace: e.Namespace, Images: ctrlImages},
+	cpInput := cpdesired.Input{
+		Config:      cpdesired.Config{HyperShift: true, Namespace: e.Namespace, Images: ctrlImages},
 		Driver:      driver(g, e),
 		HCP:         &hcps.Items[0],
 		Credentials: creds,
 		CAConfigMap: caCM,
-		Detection:   desired.OfflineZones(true, zones, zones),
+		Detection:   cpdesired.OfflineZones(true, zones, zones),
 	}
-	cpPlan, err := desired.Compute(d, cpInput)
+	cpPlan, err := cpdesired.Compute(d, cpInput)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cpPlan.Problems).To(BeEmpty())
 	var mgmtObjs, guestCPObjs []client.Object
@@ -74,7 +74,8 @@ func TestRenderMatchesApplied(t *testing.T) {
 	g.Expect(e.GuestClient.List(ctx, scs)).To(Succeed())
 	liveSC := &storagev1.StorageClass{}
 	g.Expect(e.GuestClient.Get(ctx, client.ObjectKey{Name: names.StorageClass}, liveSC)).To(Succeed())
-	guestPlan, err := guest.Desired(d, guest.Config{HyperShift: true, Images: nodeImages}, guest.State{
+	guestPlan, err := guestdesired.Compute(d, guestdesired.Input{
+		Config: guestdesired.Config{HyperShift: true, Images: nodeImages},
 		Driver: cpInput.Driver, CloudConf: nodeConf, StorageClass: liveSC, StorageClasses: scs.Items, SnapshotCRD: true,
 	})
 	g.Expect(err).NotTo(HaveOccurred())

@@ -1,4 +1,4 @@
-package guest
+package desired
 
 import (
 	"fmt"
@@ -29,9 +29,9 @@ func testConfig(hyperShift bool) Config {
 }
 
 // testState is a guest whose node copy of cloud-conf exists, with the VolumeSnapshotClass CRD.
-func testState(hyperShift, topology bool) State {
+func testState(hyperShift, topology bool) Input {
 	data := map[string]string{nodeconf.KeyCloudConf: "[Global]\n", nodeconf.KeyEnableTopology: fmt.Sprint(topology)}
-	return State{
+	return Input{
 		Driver: &operatorv1.ClusterCSIDriver{ObjectMeta: metav1.ObjectMeta{Name: names.ClusterCSIDriverName}},
 		CloudConf: &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{
@@ -45,8 +45,9 @@ func testState(hyperShift, topology bool) State {
 	}
 }
 
-func desiredPlan(t testing.TB, cfg Config, s State) *Plan {
-	return testutil.Build(t, func(d *manifests.Decoder) (*Plan, error) { return Desired(d, cfg, s) })
+func desiredPlan(t testing.TB, cfg Config, s Input) *Plan {
+	s.Config = cfg
+	return testutil.Build(t, func(d *manifests.Decoder) (*Plan, error) { return Compute(d, s) })
 }
 
 // TestDesired snapshots the guest manager's whole plan in each mode.
@@ -199,14 +200,14 @@ func TestDesiredRemoved(t *testing.T) {
 					}
 				}
 
-				removed := State{Driver: s.Driver.DeepCopy(), SnapshotCRD: crd, StorageClasses: s.StorageClasses, BackupSnapshotClass: s.BackupSnapshotClass}
+				removed := Input{Driver: s.Driver.DeepCopy(), SnapshotCRD: crd, StorageClasses: s.StorageClasses, BackupSnapshotClass: s.BackupSnapshotClass}
 				removed.Driver.Spec.ManagementState = operatorv1.Removed
 				p := desiredPlan(t, testConfig(hyperShift), removed)
 				g.Expect(p.Apply).To(BeEmpty())
 				g.Expect(testutil.StepNames(p.Delete)).To(ConsistOf(testutil.StepNames(plan.Identities(managed.Apply))))
 				g.Expect(testutil.StepNames(p.Delete)).To(ContainElement("guest/StorageClass//standard-csi-nova"))
-				g.Expect(p.Delete[0].Group).To(Equal(groupNode), "the DaemonSet goes first")
-				g.Expect(p.Delete[len(p.Delete)-1].Group).To(Equal(groupStatic), "the RBAC and CSIDriver go last")
+				g.Expect(p.Delete[0].Group).To(Equal(GroupNode), "the DaemonSet goes first")
+				g.Expect(p.Delete[len(p.Delete)-1].Group).To(Equal(GroupStatic), "the RBAC and CSIDriver go last")
 			})
 		}
 	}
@@ -235,7 +236,7 @@ func TestDesiredRemovedHoldsControllerRBAC(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
-			removed := State{Driver: testState(tt.hyperShift, true).Driver.DeepCopy()}
+			removed := Input{Driver: testState(tt.hyperShift, true).Driver.DeepCopy()}
 			removed.Driver.Spec.ManagementState = operatorv1.Removed
 			everything := testutil.StepNames(desiredPlan(t, testConfig(tt.hyperShift), removed).Delete)
 			removed.ControllerServiceAccount = tt.sa
@@ -254,7 +255,7 @@ func TestDesiredRemovedHoldsControllerRBAC(t *testing.T) {
 
 // withFeatures returns s with the node copy of cloud-conf also holding data, as the controlplane
 // manager writes it (its data hash updated).
-func withFeatures(s State, data map[string]string) State {
+func withFeatures(s Input, data map[string]string) Input {
 	cm := s.CloudConf.DeepCopy()
 	for k, v := range data {
 		cm.Data[k] = v
@@ -622,4 +623,27 @@ func TestUndecodable(t *testing.T) {
 			g.Expect(undecodable(err, true)).To(Equal(tt.want))
 		})
 	}
+}
+
+func TestDesiredMutatesNothing(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	// A hosted guest whose node copy asks for a per-zone class and the backup class, with the
+	// classes of an earlier plan live.
+	input := func() Input {
+		s := withFeatures(testState(true, true), map[string]string{
+			nodeconf.KeyZoneClasses:         zoneClassesValue([]zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"nova"}}}),
+			nodeconf.KeyVolumeZones:         "nova",
+			nodeconf.KeyBackupSnapshotClass: "true",
+		})
+		s.Config = testConfig(true)
+		return s
+	}
+	live := liveClasses(desiredPlan(t, testConfig(true), input()))
+	in := input()
+	in.StorageClasses = live
+	testutil.Build(t, func(d *manifests.Decoder) (*Plan, error) { return Compute(d, in) })
+	want := input()
+	want.StorageClasses = liveClasses(desiredPlan(t, testConfig(true), input()))
+	g.Expect(in).To(Equal(want), "planning leaves its input as it was")
 }

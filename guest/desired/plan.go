@@ -1,4 +1,4 @@
-package guest
+package desired
 
 import (
 	"errors"
@@ -18,25 +18,29 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 // This file is the guest manager's whole desired state: one pure function from what the manager
-// read (State) to what it applies and deletes (Plan). The reconciler executes the plan,
+// read (Input) to what it applies and deletes (Plan). The reconciler executes the plan,
 // `cinder-csi-operator render` prints it, and the golden fixtures snapshot it.
 
 // Plan groups, one per Degraded condition.
 const (
-	// groupStatic: the node ServiceAccount, RBAC and the CSIDriver (StaticResourcesDegraded).
-	groupStatic = "static"
-	// groupNode: the node plugin DaemonSet (NodeDegraded).
-	groupNode = "node"
-	// groupClasses: the StorageClass and the VolumeSnapshotClass (StorageClassDegraded).
-	groupClasses = "classes"
+	// GroupStatic: the node ServiceAccount, RBAC and the CSIDriver (StaticResourcesDegraded).
+	GroupStatic = "static"
+	// GroupNode: the node plugin DaemonSet (NodeDegraded).
+	GroupNode = "node"
+	// GroupClasses: the StorageClass and the VolumeSnapshotClass (StorageClassDegraded).
+	GroupClasses = "classes"
 )
 
-// State is everything the guest manager decides from, each object nil when it does not exist.
-type State struct {
+// Input is everything the guest manager's plan is computed from: the manager's configuration, the
+// ClusterCSIDriver and the objects the manager read, each nil when it does not exist. The plan
+// only reads it.
+type Input struct {
+	Config Config
 	Driver *operatorv1.ClusterCSIDriver
 	// CloudConf is the node copy of cloud-conf, which the controlplane manager writes.
 	CloudConf *corev1.ConfigMap
@@ -66,7 +70,15 @@ type State struct {
 	ControllerServiceAccount bool
 }
 
-// Plan is the guest manager's desired state for one State.
+// Config is what the manager's configuration gives the plan.
+type Config struct {
+	// HyperShift selects the hosted-cluster flavour; false is standalone OpenShift.
+	HyperShift bool
+	// Images are the node plugin's operand images.
+	Images operandimages.Node
+}
+
+// Plan is the guest manager's desired state for one Input.
 //
 // Its Apply holds the static objects (a ClusterRole before the binding that references it), the
 // DaemonSet, the StorageClasses (standard-csi and the per-zone classes) and the
@@ -95,22 +107,23 @@ type Plan struct {
 	// next plan, which reads it, finds it someone else's.
 	Create []plan.Step
 	// Retire names the per-zone StorageClasses no longer asked for: each is deleted unless a
-	// claim uses it (see claimsByClass), which the reconciler asks the API server.
+	// claim uses it, which the reconciler asks the API server (claimsByClass).
 	Retire []string
 	// Features is what the node copy of cloud-conf decides; InvalidZones the volume zones that
 	// cannot name a per-zone class; ForeignClasses the per-zone classes asked for whose name a
 	// StorageClass that is not the operator's holds, and BackupClassTaken is set when the backup
 	// class is asked for and a VolumeSnapshotClass that is not the operator's has its name; the
 	// plan leaves those alone. All four feed the zone warning.
-	Features         features
+	Features         Features
 	InvalidZones     []string
 	ForeignClasses   []string
 	BackupClassTaken bool
 }
 
-// Desired computes the plan for s. It reads nothing and writes nothing. The error is an internal
-// one (an operand manifest that does not decode).
-func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
+// Compute computes the plan for s. It reads nothing, writes nothing and changes nothing of s. The
+// error is an internal one (an operand manifest that does not decode).
+func Compute(d *manifests.Decoder, s Input) (*Plan, error) {
+	cfg := s.Config
 	base, complete, err := plan.Start(s.Driver, func() ([]plan.Step, error) { return removals(d, cfg, s) })
 	p := &Plan{Base: base}
 	if complete || err != nil {
@@ -140,7 +153,7 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("computing the static objects: %w", err)
 	}
-	p.Apply = plan.Steps(apply.ClusterGuest, groupStatic, static...)
+	p.Apply = plan.Steps(apply.ClusterGuest, GroupStatic, static...)
 
 	usable := nodeconf.Usable(s.CloudConf)
 	p.Features = readFeatures(s.CloudConf, usable)
@@ -162,7 +175,7 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("computing the node DaemonSet: %w", err)
 		}
-		p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: groupNode, Object: ds})
+		p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: GroupNode, Object: ds})
 	}
 
 	if err := p.storageClasses(d, cfg, scState, s); err != nil {
@@ -178,7 +191,7 @@ func Desired(d *manifests.Decoder, cfg Config, s State) (*Plan, error) {
 
 // storageClasses plans standard-csi and the per-zone classes, which follow storageClassState
 // alike: Unmanaged leaves them, Removed deletes them.
-func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operatorv1.StorageClassStateName, s State) error {
+func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operatorv1.StorageClassStateName, s Input) error {
 	switch scState {
 	case operatorv1.UnmanagedStorageClass:
 		return nil
@@ -187,9 +200,9 @@ func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operator
 		if err != nil {
 			return err
 		}
-		p.Delete = plan.Identities(plan.Steps(apply.ClusterGuest, groupClasses, sc))
+		p.Delete = plan.Identities(plan.Steps(apply.ClusterGuest, GroupClasses, sc))
 		for _, z := range zoneClassesLive(s.StorageClasses) {
-			p.Delete = append(p.Delete, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(z)})
+			p.Delete = append(p.Delete, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: plan.Identity(z)})
 		}
 		return nil
 	}
@@ -197,7 +210,7 @@ func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operator
 	if err != nil {
 		return err
 	}
-	p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: sc})
+	p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: sc})
 	switch {
 	case !p.Features.Known:
 		// The decision is not known: the per-zone classes stay as they are.
@@ -209,13 +222,13 @@ func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operator
 			return err
 		}
 		for _, z := range zp.Apply {
-			p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: z})
+			p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: z})
 		}
 		for _, z := range zp.Recreate {
-			p.Recreate = append(p.Recreate, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(z)})
+			p.Recreate = append(p.Recreate, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: plan.Identity(z)})
 		}
 		for _, z := range zp.Create {
-			p.Create = append(p.Create, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(z)})
+			p.Create = append(p.Create, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: plan.Identity(z)})
 		}
 		p.Retire, p.InvalidZones, p.ForeignClasses = zp.Retire, zp.Invalid, zp.Foreign
 	}
@@ -225,16 +238,16 @@ func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operator
 // snapshotClasses plans standard-csi's VolumeSnapshotClass and, as the node copy says, the backup
 // class; only while the kind is served. A live class of the backup class's name that is not the
 // operator's (see ownBackupClass) is left alone, asked for or not.
-func (p *Plan) snapshotClasses(d *manifests.Decoder, s State) error {
+func (p *Plan) snapshotClasses(d *manifests.Decoder, s Input) error {
 	force := snapshotForceCreate(p.Features, s.SnapshotClass)
 	vsc, err := desiredVolumeSnapshotClass(d, force, defaultSnapshotClassValue(s.SnapshotClass, s.SnapshotClasses))
 	if err != nil {
 		return err
 	}
-	p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: vsc})
+	p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: vsc})
 	p.SnapshotClass = true
 	if snapshotClassNeedsRecreate(s.SnapshotClass, vsc) {
-		p.Recreate = append(p.Recreate, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(vsc)})
+		p.Recreate = append(p.Recreate, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: plan.Identity(vsc)})
 	}
 	if !p.Features.Known {
 		return nil
@@ -253,17 +266,17 @@ func (p *Plan) snapshotClasses(d *manifests.Decoder, s State) error {
 	if !p.Features.BackupClass {
 		// Turned off, or never asked for: deleted when it exists.
 		if live != nil {
-			p.Delete = append(p.Delete, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(backup)})
+			p.Delete = append(p.Delete, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: plan.Identity(backup)})
 		}
 		return nil
 	}
-	p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: backup})
+	p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: backup})
 	recreate := snapshotClassNeedsRecreate(live, backup)
 	if recreate {
-		p.Recreate = append(p.Recreate, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(backup)})
+		p.Recreate = append(p.Recreate, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: plan.Identity(backup)})
 	}
 	if recreate || live == nil {
-		p.Create = append(p.Create, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(backup)})
+		p.Create = append(p.Create, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: plan.Identity(backup)})
 	}
 	return nil
 }
@@ -271,24 +284,24 @@ func (p *Plan) snapshotClasses(d *manifests.Decoder, s State) error {
 // removals returns what managementState Removed deletes: everything, plus the per-zone classes
 // that exist (found by their label: which zones they are for is not known then) and the backup
 // VolumeSnapshotClass when it exists and is the operator's (see ownBackupClass).
-func removals(d *manifests.Decoder, cfg Config, s State) ([]plan.Step, error) {
+func removals(d *manifests.Decoder, cfg Config, s Input) ([]plan.Step, error) {
 	all, err := everything(d, cfg, s.SnapshotCRD)
 	if err != nil {
 		return nil, err
 	}
 	var extra []plan.Step
 	for _, z := range zoneClassesLive(s.StorageClasses) {
-		extra = append(extra, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: plan.Identity(z)})
+		extra = append(extra, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: plan.Identity(z)})
 	}
 	if s.SnapshotCRD && s.BackupSnapshotClass != nil && ownBackupClass(s.BackupSnapshotClass) {
 		backup, err := desiredBackupSnapshotClass(d, "", "")
 		if err != nil {
 			return nil, err
 		}
-		extra = append(extra, plan.Step{Cluster: apply.ClusterGuest, Group: groupClasses, Object: backup})
+		extra = append(extra, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: backup})
 	}
 	// Before the static objects, which everything puts last.
-	i := slices.IndexFunc(all, func(st plan.Step) bool { return st.Group == groupStatic })
+	i := slices.IndexFunc(all, func(st plan.Step) bool { return st.Group == GroupStatic })
 	if i < 0 {
 		i = len(all)
 	}
@@ -305,7 +318,7 @@ func (p *Plan) holdControllerRBAC(d *manifests.Decoder) error {
 		return err
 	}
 	held := map[string]bool{}
-	for _, st := range plan.Steps(apply.ClusterGuest, groupStatic, rbac...) {
+	for _, st := range plan.Steps(apply.ClusterGuest, GroupStatic, rbac...) {
 		held[st.String()] = true
 	}
 	p.Hold(func(st plan.Step) bool { return held[st.String()] },
@@ -321,15 +334,15 @@ func everything(d *manifests.Decoder, cfg Config, snapshotCRD bool) ([]plan.Step
 	cloudConf := &corev1.ConfigMap{}
 	operand.Managed(cloudConf)
 	nodeconf.Seal(cloudConf)
-	s := State{Driver: &operatorv1.ClusterCSIDriver{}, CloudConf: cloudConf, SnapshotCRD: snapshotCRD}
-	p, err := Desired(d, cfg, s)
+	s := Input{Config: cfg, Driver: &operatorv1.ClusterCSIDriver{}, CloudConf: cloudConf, SnapshotCRD: snapshotCRD}
+	p, err := Compute(d, s)
 	if err != nil {
 		return nil, err
 	}
 	// Delete the DaemonSet and the classes before the RBAC and CSIDriver they rely on.
 	var first, last []plan.Step
 	for _, st := range p.Apply {
-		if st.Group == groupStatic {
+		if st.Group == GroupStatic {
 			last = append(last, st)
 		} else {
 			first = append(first, st)

@@ -1,4 +1,4 @@
-package guest
+package desired
 
 import (
 	"fmt"
@@ -29,10 +29,10 @@ const (
 	paramForceCreate  = "force-create"
 )
 
-// features is what the node copy of cloud-conf decides for the classes, decoded. Known is false
+// Features is what the node copy of cloud-conf decides for the classes, decoded. Known is false
 // while the node copy is missing or still csi-operator's (not nodeconf.Usable): then nothing here
 // is decided, and what exists is left as it is.
-type features struct {
+type Features struct {
 	Known bool
 	nodeconf.Contents
 	// Err is set when keys of the node copy do not decode (a nodeconf.DecodeError, which names
@@ -41,13 +41,13 @@ type features struct {
 	Err error
 }
 
-// readFeatures decodes the node copy, usable when it is the controlplane manager's (see Desired).
-func readFeatures(cm *corev1.ConfigMap, usable bool) features {
+// readFeatures decodes the node copy, usable when it is the controlplane manager's (see Compute).
+func readFeatures(cm *corev1.ConfigMap, usable bool) Features {
 	if cm == nil || !usable {
-		return features{}
+		return Features{}
 	}
 	c, err := nodeconf.Decode(cm.Data)
-	return features{Known: true, Contents: c, Err: err}
+	return Features{Known: true, Contents: c, Err: err}
 }
 
 // validZoneClass reports whether c's volume zone can name a StorageClass (a DNS subdomain) and be
@@ -156,7 +156,7 @@ func sameTopologies(a, b []corev1.TopologySelectorTerm) bool {
 // snapshotForceCreate returns standard-csi's force-create: "true" unless the user opted out. While
 // the node copy is not known, the live class keeps its value (csi-operator's "false" included),
 // so that a switch from csi-operator does not flip it twice.
-func snapshotForceCreate(f features, live *snapshotv1.VolumeSnapshotClass) string {
+func snapshotForceCreate(f Features, live *snapshotv1.VolumeSnapshotClass) string {
 	switch {
 	case f.Known:
 		return strconv.FormatBool(f.SnapshotForceCreate)
@@ -227,7 +227,7 @@ type zoneClassPlan struct {
 }
 
 // planZoneClasses computes the per-zone classes for f against all of the cluster's live classes.
-func planZoneClasses(d *manifests.Decoder, f features, all []storagev1.StorageClass) (zoneClassPlan, error) {
+func planZoneClasses(d *manifests.Decoder, f Features, all []storagev1.StorageClass) (zoneClassPlan, error) {
 	var zp zoneClassPlan
 	byName := map[string]*storagev1.StorageClass{}
 	for i := range all {

@@ -1,4 +1,4 @@
-package guest
+package desired
 
 import (
 	"errors"
@@ -138,12 +138,12 @@ func TestSnapshotForceCreate(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name string
-		f    features
+		f    Features
 		live *snapshotv1.VolumeSnapshotClass
 		want string
 	}{
-		{name: "When the node copy is known and the user did not opt out, it should be true, also over csi-operator's false", f: features{Known: true, Contents: nodeconf.Defaults()}, live: live("false"), want: "true"},
-		{name: "When the user opted out, it should be false", f: features{Known: true}, live: live("true"), want: "false"},
+		{name: "When the node copy is known and the user did not opt out, it should be true, also over csi-operator's false", f: Features{Known: true, Contents: nodeconf.Defaults()}, live: live("false"), want: "true"},
+		{name: "When the user opted out, it should be false", f: Features{Known: true}, live: live("true"), want: "false"},
 		{name: "When the node copy is not known, it should keep the live value", live: live("false"), want: "false"},
 		{name: "When the node copy is not known and there is no live class, it should be true", want: "true"},
 	} {
@@ -218,25 +218,25 @@ func TestReadFeatures(t *testing.T) {
 		name   string
 		cm     *corev1.ConfigMap
 		usable bool
-		want   features
+		want   Features
 	}{
-		{name: "When there is no node copy, it should know nothing", want: features{}},
+		{name: "When there is no node copy, it should know nothing", want: Features{}},
 		{name: "When the node copy is not the controlplane manager's, it should know nothing",
-			cm: cm(map[string]string{nodeconf.KeyBackupSnapshotClass: "true"}), want: features{}},
+			cm: cm(map[string]string{nodeconf.KeyBackupSnapshotClass: "true"}), want: Features{}},
 		{name: "When the node copy holds no feature key, it should decide every feature off, force-create on",
 			cm: cm(map[string]string{nodeconf.KeyCloudConf: "x", nodeconf.KeyEnableTopology: "false"}), usable: true,
-			want: features{Known: true, Contents: nodeconf.Contents{CloudConf: "x", SnapshotForceCreate: true}}},
+			want: Features{Known: true, Contents: nodeconf.Contents{CloudConf: "x", SnapshotForceCreate: true}}},
 		{name: "When the node copy holds every feature key, it should decode them",
 			cm: cm(map[string]string{
 				nodeconf.KeyEnableTopology: "true", nodeconf.KeyZoneClasses: `[{"volumeZone":"nova","computeZones":["az1"]}]`,
 				nodeconf.KeyVolumeZones: "nova,cinder", nodeconf.KeyBackupSnapshotClass: "true", nodeconf.KeyBackupAvailabilityZone: " bz ",
 				nodeconf.KeySnapshotForceCreate: "false",
 			}), usable: true,
-			want: features{Known: true, Contents: nodeconf.Contents{Topology: true, ZoneClasses: []zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"az1"}}},
+			want: Features{Known: true, Contents: nodeconf.Contents{Topology: true, ZoneClasses: []zoneclasses.Class{{VolumeZone: "nova", ComputeZones: []string{"az1"}}},
 				VolumeZones: []string{"cinder", "nova"}, BackupClass: true, BackupZone: "bz", SnapshotForceCreate: false}}},
 		{name: "When volume_zones is present but empty, it should know there are no volume zones",
 			cm: cm(map[string]string{nodeconf.KeyVolumeZones: ""}), usable: true,
-			want: features{Known: true, Contents: nodeconf.Contents{VolumeZones: []string{}, SnapshotForceCreate: true}}},
+			want: Features{Known: true, Contents: nodeconf.Contents{VolumeZones: []string{}, SnapshotForceCreate: true}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
