@@ -29,11 +29,11 @@ import (
 type ConfigSourceKind int
 
 const (
-	// NoConfigSource: no ConfigMap exists; the driver's defaults apply.
+	// NoConfigSource means no ConfigMap exists: the driver's defaults apply.
 	NoConfigSource ConfigSourceKind = iota
-	// UserConfigSource: the user's openshift-config/cinder-csi-config.
+	// UserConfigSource is the user's openshift-config/cinder-csi-config.
 	UserConfigSource
-	// InstallerConfigSource: the installer's cloud provider config (standalone).
+	// InstallerConfigSource is the installer's cloud provider config (standalone).
 	InstallerConfigSource
 )
 

@@ -32,15 +32,15 @@ func proxyHash(p configv1.ProxyStatus) string {
 
 // Topology decision sources, reported in logs and conditions.
 const (
-	// SourceOverride: enable_topology of the driver settings decides.
+	// SourceOverride means enable_topology of the driver settings decides.
 	SourceOverride = "override"
-	// SourceDetected: the latest listing of the zones decided.
+	// SourceDetected means the latest listing of the zones decided.
 	SourceDetected = "detected"
-	// SourceLastKnown: the latest listing failed, and the decision in force stays.
+	// SourceLastKnown means the latest listing failed, and the decision in force stays.
 	SourceLastKnown = "last-known"
-	// SourceDefault: no decision was ever made, and topology is off.
+	// SourceDefault means no decision was ever made, and topology is off.
 	SourceDefault = "default"
-	// SourcePending: the first listing is still running, and topology is off until it ends.
+	// SourcePending means the first listing is still running, and topology is off until it ends.
 	SourcePending = "pending"
 )
 

@@ -28,11 +28,11 @@ import (
 
 // Plan groups, one per Degraded condition.
 const (
-	// GroupStatic: the node ServiceAccount, RBAC and the CSIDriver (StaticResourcesDegraded).
+	// GroupStatic holds the node ServiceAccount, RBAC and the CSIDriver (StaticResourcesDegraded).
 	GroupStatic = "static"
-	// GroupNode: the node plugin DaemonSet (NodeDegraded).
+	// GroupNode holds the node plugin DaemonSet (NodeDegraded).
 	GroupNode = "node"
-	// GroupClasses: the StorageClass and the VolumeSnapshotClass (StorageClassDegraded).
+	// GroupClasses holds the StorageClasses and the VolumeSnapshotClasses (StorageClassDegraded).
 	GroupClasses = "classes"
 )
 
