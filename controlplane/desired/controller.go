@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/clusters"
@@ -24,6 +23,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/tlsprofile"
 )
 
@@ -113,7 +113,7 @@ func desiredCloudConf(namespace, name string, c nodeconf.Contents) *corev1.Confi
 
 // desiredControllerObjects returns the trusted CA bundle ConfigMap, ServiceAccount, metrics
 // Service, PodDisruptionBudget and Deployment, in apply order.
-func desiredControllerObjects(d *manifests.Decoder, in controllerInputs) ([]client.Object, error) {
+func desiredControllerObjects(d *manifests.Decoder, in controllerInputs) ([]plan.Object, error) {
 	sa, err := manifests.Object[*corev1.ServiceAccount](d, "controller_sa.yaml")
 	if err != nil {
 		return nil, err
@@ -137,7 +137,7 @@ func desiredControllerObjects(d *manifests.Decoder, in controllerInputs) ([]clie
 	if err != nil {
 		return nil, err
 	}
-	objs := []client.Object{ca, sa, svc, pdb, dep}
+	objs := []plan.Object{ca, sa, svc, pdb, dep}
 	for _, o := range objs {
 		o.SetNamespace(in.Namespace)
 		operand.Managed(o)

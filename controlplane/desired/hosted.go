@@ -6,11 +6,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 // What HyperShift reads of the objects next to a hosted control plane, and what it gives the
@@ -86,7 +86,7 @@ func AdditionalTrustBundleRef(hcp *hyperv1.HostedControlPlane) string {
 }
 
 // ownedBy makes owner the owner of each of objs; a nil owner leaves them without one.
-func ownedBy(owner *metav1.OwnerReference, objs ...client.Object) {
+func ownedBy(owner *metav1.OwnerReference, objs ...plan.Object) {
 	if owner == nil {
 		return
 	}

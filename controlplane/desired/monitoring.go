@@ -5,11 +5,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 // The prometheus-operator kinds; the scheme has no Go type for them.
@@ -30,8 +30,8 @@ type Monitoring struct {
 
 // desiredMonitoring returns the monitoring objects m asks for, in namespace: the controller's
 // and the operator's ServiceMonitors, and the operator's alerts.
-func desiredMonitoring(d *manifests.Decoder, m Monitoring, namespace string) ([]client.Object, error) {
-	var out []client.Object
+func desiredMonitoring(d *manifests.Decoder, m Monitoring, namespace string) ([]plan.Object, error) {
+	var out []plan.Object
 	if m.ServiceMonitors {
 		for _, sm := range []struct{ file, service string }{
 			{"controller_servicemonitor.yaml", names.ControllerMetricsService},

@@ -7,7 +7,6 @@ import (
 	operatorv1 "github.com/openshift/api/operator/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
@@ -208,7 +207,7 @@ func objects(d *manifests.Decoder, rc Config, cfg *settings, node nodeconf.Conte
 	if err != nil {
 		return nil, err
 	}
-	mgmt := append(append([]client.Object{controllerConf}, objs...), monitoring...)
+	mgmt := append(append([]plan.Object{controllerConf}, objs...), monitoring...)
 	if rc.HyperShift {
 		ownedBy(cfg.Owner, mgmt...)
 	}

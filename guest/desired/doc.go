@@ -4,7 +4,9 @@
 // the plan, `cinder-csi-operator render` prints it, and the golden fixtures under testdata/
 // snapshot it.
 //
-// The package reads no cluster: what the plan needs comes in its Input, the node copy of
+// The linter keeps the package pure by construction (rule plan-is-pure in .golangci.yml): it
+// imports no Kubernetes or OpenStack client, neither context nor os, no logger, and reads no
+// clock. The package reads no cluster: what the plan needs comes in its Input, the node copy of
 // cloud-conf (the controlplane manager's decisions, shared/nodeconf) and the live classes among
 // it. Nothing in an Input is changed by planning.
 //

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/confighash"
@@ -17,6 +16,7 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/nodeconf"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operand"
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/operandimages"
+	"github.com/cinder-csi-operator/cinder-csi-operator/shared/plan"
 )
 
 // nodeInputs is everything the node DaemonSet is computed from.
@@ -35,12 +35,12 @@ type nodeInputs struct {
 // ServiceAccount in this cluster (on HyperShift they use the guest's admin kubeconfig instead).
 // noAccessReviews drops the SubjectAccessReview rule of the kube-rbac-proxies' ClusterRole: an
 // operator that does not hold it may not create a role that grants it (RBAC's escalation check).
-func desiredStaticObjects(d *manifests.Decoder, hyperShift, noAccessReviews bool) ([]client.Object, error) {
+func desiredStaticObjects(d *manifests.Decoder, hyperShift, noAccessReviews bool) ([]plan.Object, error) {
 	files := []string{"node_sa.yaml", "node_rbac.yaml", "csidriver.yaml"}
 	if !hyperShift {
 		files = append(files, "controller_rbac.yaml")
 	}
-	var objs []client.Object
+	var objs []plan.Object
 	for _, f := range files {
 		o, err := d.Operand(f)
 		if err != nil {

@@ -18,6 +18,10 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/apply"
 )
 
+// Object is an object of a plan: client.Object, named here so that the plan packages, which the
+// linter keeps free of the client packages, can name their objects.
+type Object = client.Object
+
 // Step is one object of a plan: where it goes, which condition reports on it, and the object
 // (complete for an apply, only its kind, namespace and name for a delete).
 type Step struct {
