@@ -14,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
@@ -157,6 +158,18 @@ func desiredController(d *manifests.Decoder, in controllerInputs) (*appsv1.Deplo
 		replicas = 2
 	}
 	dep.Spec.Replicas = ptr.To(replicas)
+	if replicas == 1 {
+		// One replica rolled out by taking it away first leaves no controller for the rollout's
+		// length, so an upgrade would report the driver unavailable on every single-replica
+		// control plane. The new pod starts beside the old one instead: nothing holds it off the
+		// same node (no host port, anti-affinity only preferred), and the sidecars' leader
+		// election keeps the two from acting at once. Two replicas keep one available while one
+		// rolls, as the manifest's strategy has it.
+		dep.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+			RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+			}}
+	}
 
 	pod := &dep.Spec.Template.Spec
 	pod.Containers = append(pod.Containers, kubeRBACProxies(in.Images.KubeRBACProxy, in.TLS)...)

@@ -14,6 +14,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/manifests"
@@ -248,16 +249,22 @@ func TestDesiredController(t *testing.T) {
 			},
 		},
 		{
-			name: "When the control plane is SingleReplica, it should run one replica",
+			name: "When the control plane is SingleReplica, it should run one replica and roll it out by starting the new pod before the old one goes, so that a controller stays available",
 			check: func(g Gomega, dep *appsv1.Deployment) {
 				g.Expect(dep.Spec.Replicas).To(HaveValue(Equal(int32(1))))
+				g.Expect(dep.Spec.Strategy.RollingUpdate).NotTo(BeNil())
+				g.Expect(dep.Spec.Strategy.RollingUpdate.MaxSurge).To(HaveValue(Equal(intstr.FromInt32(1))))
+				g.Expect(dep.Spec.Strategy.RollingUpdate.MaxUnavailable).To(HaveValue(Equal(intstr.FromInt32(0))))
 			},
 		},
 		{
-			name: "When the control plane is HighlyAvailable, it should run two replicas",
+			name: "When the control plane is HighlyAvailable, it should run two replicas and roll them one at a time without a third",
 			edit: func(in *controllerInputs) { in.HighlyAvailable = true },
 			check: func(g Gomega, dep *appsv1.Deployment) {
 				g.Expect(dep.Spec.Replicas).To(HaveValue(Equal(int32(2))))
+				g.Expect(dep.Spec.Strategy.RollingUpdate).NotTo(BeNil())
+				g.Expect(dep.Spec.Strategy.RollingUpdate.MaxSurge).To(HaveValue(Equal(intstr.FromInt32(0))))
+				g.Expect(dep.Spec.Strategy.RollingUpdate.MaxUnavailable).To(HaveValue(Equal(intstr.FromInt32(1))))
 			},
 		},
 		{
