@@ -177,7 +177,9 @@ var progressingTypes = []string{names.ConditionControllerProgressing, names.Cond
 
 // degradedTypes are the types of s's Degraded conditions, the driver's and ClusterOperator
 // storage's.
-func degradedTypes(s clusterstorage.Sample) []string { return typesWithSuffix(s, clusterstorage.Degraded) }
+func degradedTypes(s clusterstorage.Sample) []string {
+	return typesWithSuffix(s, clusterstorage.Degraded)
+}
 
 // availableTypes are the types of s's Available conditions.
 func availableTypes(s clusterstorage.Sample) []string {
