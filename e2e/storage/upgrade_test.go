@@ -234,7 +234,7 @@ func (w *world) upgradeWorkers(t *testing.T) []upgradeWorker {
 	}
 	for i := len(out); i < upgradeWorkers; i++ {
 		start := time.Now()
-		wk, err := w.Env.AddWorker(ctx, fmt.Sprintf("worker-%d", i+1), map[string]string{upgradeWorkerLabel: "true"})
+		wk, err := w.Env.AddWorker(ctx, fmt.Sprintf("worker-%d", i), map[string]string{upgradeWorkerLabel: "true"})
 		if err != nil {
 			t.Fatalf("adding a worker: %v", err)
 		}
@@ -264,18 +264,22 @@ func (w *world) upgradeWorkers(t *testing.T) []upgradeWorker {
 const sequenceScript = `f=/data/seq
 last=0
 if [ -f "$f" ]; then
-  last=$(awk 'BEGIN { want = 1 } $0 != want { print "broken: line " NR " is \"" $0 "\", want " want; bad = 1; exit } { want++ } END { if (!bad) print want - 1 }' "$f")
+  while read -r line; do
+    if [ "$line" != "$((last + 1))" ]; then
+      msg="broken: line $((last + 1)) is \"$line\""
+      echo "$msg"; echo "$msg" > /dev/termination-log; exit 1
+    fi
+    last=$((last + 1))
+  done < "$f"
 fi
-case "$last" in
-broken*) echo "$last"; echo "$last" > /dev/termination-log; exit 1 ;;
-esac
 echo "complete $last"
 n=$last
 while :; do
   n=$((n + 1))
+  read -r up rest < /proc/uptime
   echo "$n" >> "$f" || { echo "write $n failed" > /dev/termination-log; exit 1; }
   sync "$f" || { echo "fsync $n failed" > /dev/termination-log; exit 1; }
-  echo "$n $(cut -d' ' -f1 /proc/uptime)"
+  echo "$n $up"
   sleep ` + writerInterval + `
 done`
 
