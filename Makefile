@@ -15,6 +15,9 @@ KWOK_VERSION ?= v0.8.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 # Prometheus and promtool of the test world's monitoring (the module's v0.316.0 is Prometheus 3.16.0).
 PROMETHEUS_VERSION ?= v0.316.0
+# The operator's previous release, where the storage tests' upgrade starts: a commit of this
+# repository, built with its own install manifests into ./bin/previous-release-<commit> when missing.
+PREVIOUS_RELEASE ?= c4f31829860a067df0b1d26945085d5f75a3de49
 # kind, for `make e2e-kind` only (built from the Go module proxy when that target runs).
 KIND_VERSION ?= v0.33.0
 KIND_NODE_IMAGE ?= kindest/node:$(KUBE_VERSION)
@@ -24,6 +27,7 @@ KUBE_BIN_DIR := $(BIN)/kube-$(KUBE_VERSION)
 ETCD_BIN_DIR := $(BIN)/etcd-$(ETCD_VERSION)
 KWOK_BIN_DIR := $(BIN)/kwok-$(KWOK_VERSION)
 PROMETHEUS_BIN_DIR := $(BIN)/prometheus-$(PROMETHEUS_VERSION)
+PREVIOUS_RELEASE_DIR := $(BIN)/previous-release-$(PREVIOUS_RELEASE)
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 KIND := $(BIN)/kind-$(KIND_VERSION)
 export KUBE_BIN_DIR ETCD_BIN_DIR KWOK_BIN_DIR PROMETHEUS_BIN_DIR
@@ -116,15 +120,15 @@ UPSTREAM := $(KUBE_BIN_DIR)/kube-apiserver $(ETCD_BIN_DIR)/etcd $(KWOK_BIN_DIR)/
 # What the long targets build first, as numbered steps with their times (e2e/hack/prereqs.sh).
 # Only what the target needs: simulated nodes need no kubelet or images, real nodes no kwok.
 PREREQS = env BIN=$(BIN) LDFLAGS='$(LDFLAGS)' KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) \
-  KWOK_VERSION=$(KWOK_VERSION) PROMETHEUS_VERSION=$(PROMETHEUS_VERSION) $(OPERAND_VERSIONS) REALNODE_HOST_PACKAGES='$(REALNODE_HOST_PACKAGES)' \
+  KWOK_VERSION=$(KWOK_VERSION) PROMETHEUS_VERSION=$(PROMETHEUS_VERSION) PREVIOUS_RELEASE=$(PREVIOUS_RELEASE) $(OPERAND_VERSIONS) REALNODE_HOST_PACKAGES='$(REALNODE_HOST_PACKAGES)' \
   OPERAND_HOST_PACKAGES='$(OPERAND_HOST_PACKAGES)' OPERAND_IMAGE_FLAGS='$(OPERAND_IMAGE_FLAGS)' e2e/hack/prereqs.sh
 # Go tests on simulated nodes need the operator and the clusters; run-local also its harness commands.
 CLUSTER_STEPS := operator control-plane etcd kwok
 SIMULATED_STEPS := operator harness control-plane etcd kwok
 REAL_NODE_STEPS := operator harness host-packages control-plane kubelet operands pause images
 # The storage tests also run a real OpenStack (Debian's packages) and the upstream suite's CI
-# subset on it, and a real Prometheus in the real cloud's worlds.
-STORAGE_STEPS := $(REAL_NODE_STEPS) openstack external-storage-suite prometheus
+# subset on it, a real Prometheus in the real cloud's worlds, and the previous release they upgrade from.
+STORAGE_STEPS := $(REAL_NODE_STEPS) openstack external-storage-suite prometheus previous-release
 # make test: both kinds of nodes, the real cloud, the upstream suite, and promtool for the
 # alerts' unit tests.
 TEST_STEPS := $(STORAGE_STEPS) kwok
@@ -232,7 +236,7 @@ ifeq ($(REAL_NODES_POSSIBLE),yes)
 	  -worlds=$(or $(STORAGE_WORLDS),3) \
 	  -upstream-suite=$(KUBE_E2E_BIN_DIR) -upstream-kubectl=$(KUBE_BIN_DIR)/kubectl -upstream-out=$(EXTERNAL_STORAGE_OUT)/storage \
 	  -upstream-focus='$(EXTERNAL_STORAGE_CI_FOCUS)' -upstream-skip='$(SKIP)' -upstream-realcloud-skip='$(EXTERNAL_STORAGE_REALCLOUD_SKIP)' \
-	  -prometheus=$(PROMETHEUS_BIN_DIR)/prometheus -dashboard-png=$(BIN)/test-logs/dashboard.png
+	  -prometheus=$(PROMETHEUS_BIN_DIR)/prometheus -dashboard-png=$(BIN)/test-logs/dashboard.png -previous-release=$(PREVIOUS_RELEASE_DIR)
 else
 	$(call skip-real-nodes,test-storage)
 endif

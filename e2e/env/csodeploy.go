@@ -40,7 +40,7 @@ func (e *Env) DeployFromClusterStorageOperator(ctx context.Context, binary strin
 	if e.Real == nil {
 		return nil, errors.New("the operator runs as a pod only on real nodes")
 	}
-	img, root, err := e.operatorImage(ctx, binary)
+	img, root, err := e.operatorImage(ctx, binary, "")
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cinder-csi-operator/cinder-csi-operator/e2e/imagetars"
@@ -69,6 +71,15 @@ type PodOptions struct {
 	// ExtraArgs are appended to the operator container's arguments, for example a shorter
 	// --topology-recheck-interval for a test.
 	ExtraArgs []string
+	// ManifestsRoot is the tree whose manifests/install are applied: the repository's own when
+	// empty, an earlier release's (its binary in Binary) for an upgrade.
+	ManifestsRoot string
+	// Release names the release Binary is of when it is not this tree's (see
+	// imagetars.BuildOperatorOf).
+	Release string
+	// Operands are the operand images' environment variables (DRIVER_IMAGE, ...) the manifests
+	// get: the environment's images when nil. Their images must be on the nodes (ImportImages).
+	Operands map[string]string
 }
 
 // OperatorPod is the operator as a platform runs it: its image built here, the install manifests
@@ -109,11 +120,57 @@ func (e *Env) DeployOperator(ctx context.Context, o PodOptions) (*OperatorPod, e
 	if e.Real == nil {
 		return nil, errors.New("the operator runs as a pod only on real nodes")
 	}
-	img, root, err := e.operatorImage(ctx, o.Binary)
+	img, root, err := e.operatorImage(ctx, o.Binary, o.Release)
 	if err != nil {
 		return nil, err
 	}
-	replace := install.Replacer(e.Namespace, img.Ref, e.Real.Images.Env())
+	if err := e.applyInstall(ctx, img, root, o); err != nil {
+		return nil, err
+	}
+	return e.watchOperator(ctx, img, OperatorName(e.Mode), OperatorPodLabels(e.Mode))
+}
+
+// UpgradeOperator replaces the operator that old watches by the one o describes, as a platform
+// rolls a new release: the install manifests of o applied over those of old (same objects, new
+// image and operand images), so that the operator's Deployment rolls out once. It returns once
+// the Deployment has rolled out and a pod of the new image is Ready, and watches that one; old
+// is no longer watched.
+func (e *Env) UpgradeOperator(ctx context.Context, old *OperatorPod, o PodOptions) (*OperatorPod, error) {
+	img, root, err := e.operatorImage(ctx, o.Binary, o.Release)
+	if err != nil {
+		return nil, err
+	}
+	// The old pod ends by the rollout: not a crash to report.
+	old.Stop()
+	if err := e.applyInstall(ctx, img, root, o); err != nil {
+		return nil, err
+	}
+	name := OperatorName(e.Mode)
+	if err := wait.PollUntilContextTimeout(ctx, podPollInterval, operatorReadyTimeout, true, func(ctx context.Context) (bool, error) {
+		d := &appsv1.Deployment{}
+		if err := e.MgmtClient.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, d); err != nil {
+			return false, nil //nolint:nilerr // A passing API error: poll again.
+		}
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == want &&
+			d.Status.Replicas == want && d.Status.AvailableReplicas == want, nil
+	}); err != nil {
+		return nil, fmt.Errorf("waiting for the operator's Deployment to roll out the new release: %w", err)
+	}
+	return e.watchOperator(ctx, img, name, OperatorPodLabels(e.Mode))
+}
+
+// applyInstall applies the install manifests under root with the operator's image img and the
+// operand images of o.
+func (e *Env) applyInstall(ctx context.Context, img imagetars.Built, root string, o PodOptions) error {
+	if o.ManifestsRoot != "" {
+		root = o.ManifestsRoot
+	}
+	operands := o.Operands
+	if operands == nil {
+		operands = e.Real.Images.Env()
+	}
+	replace := install.Replacer(e.Namespace, img.Ref, operands)
 	edit := func(u *unstructured.Unstructured) error {
 		if u.GetKind() != "Deployment" || len(o.ExtraArgs) == 0 {
 			return nil
@@ -147,21 +204,35 @@ func (e *Env) DeployOperator(ctx context.Context, o PodOptions) (*OperatorPod, e
 		// What the HyperShift install manifest asks of the platform: the reviews of the
 		// operator's own metrics endpoint (a namespaced Role cannot grant them).
 		if err := BindAuthDelegator(ctx, e.MgmtClient, e.Namespace, OperatorName(e.Mode)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, f := range files {
 		if err := install.Apply(ctx, f.c, filepath.Join(root, f.path), replace, installFieldOwner, edit); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return e.watchOperator(ctx, img, OperatorName(e.Mode), OperatorPodLabels(e.Mode))
+	return nil
+}
+
+// ImportImages imports image tars into every real node of the environment, the workers added by
+// AddWorker too, as a release's images reach every machine.
+func (e *Env) ImportImages(ctx context.Context, tars ...string) error {
+	if e.Real == nil {
+		return errors.New("images are imported into real nodes: the environment has none")
+	}
+	for _, n := range e.Real.Nodes() {
+		if err := n.ImportImages(ctx, tars...); err != nil {
+			return fmt.Errorf("importing images into node %s: %w", n.Name(), err)
+		}
+	}
+	return nil
 }
 
 // operatorImage builds the operator's image from binary and imports it on the management node;
 // it also returns the repository root, where the manifests are.
-func (e *Env) operatorImage(ctx context.Context, binary string) (imagetars.Built, string, error) {
-	img, err := imagetars.BuildOperator(e.options.RealNodes.BinDir, binary)
+func (e *Env) operatorImage(ctx context.Context, binary, release string) (imagetars.Built, string, error) {
+	img, err := imagetars.BuildOperatorOf(e.options.RealNodes.BinDir, binary, release)
 	if err != nil {
 		return imagetars.Built{}, "", err
 	}

@@ -67,6 +67,8 @@ type RealNodes struct {
 	listeners []net.Listener
 	// cloudNode is the guest node's part in the real cloud, when the environment runs on one.
 	cloudNode *realCloudNode
+	// workers are the guest's workers added by AddWorker, in order.
+	workers []*Worker
 }
 
 // Zone is the zone of the environment's real nodes and of the fake's default compute and
@@ -282,10 +284,14 @@ func (e *Env) seedRealNodes(ctx context.Context) error {
 }
 
 // Nodes returns the environment's distinct nodes, the guest's first: two in HyperShift mode,
-// the one node in standalone mode, none before they started.
+// the one node in standalone mode, none before they started; then the workers AddWorker added.
 func (r *RealNodes) Nodes() []*realnode.Node {
 	var nodes []*realnode.Node
-	for _, n := range []*realnode.Node{r.GuestNode, r.MgmtNode} {
+	all := []*realnode.Node{r.GuestNode, r.MgmtNode}
+	for _, w := range r.workers {
+		all = append(all, w.Node)
+	}
+	for _, n := range all {
 		if n != nil && !slices.Contains(nodes, n) {
 			nodes = append(nodes, n)
 		}
@@ -299,6 +305,10 @@ func (r *RealNodes) stop() error {
 	var errs []error
 	for _, l := range r.listeners {
 		_ = l.Close()
+	}
+	// A worker's server goes after its node, as the environment's own node's does below.
+	for _, w := range r.workers {
+		errs = append(errs, w.Stop())
 	}
 	if r.run != nil {
 		for _, n := range r.Nodes() {

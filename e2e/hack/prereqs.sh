@@ -7,7 +7,7 @@
 #
 # Usage: prereqs.sh <step>...
 #   steps: operator harness control-plane etcd kwok host-packages kubelet pause operands images
-#          external-storage-suite openstack prometheus
+#          external-storage-suite openstack prometheus previous-release
 # operands is etcd, the csi sidecars, kube-rbac-proxy, kube-router and cinder-csi-plugin, compiled
 # together in one module that shares the kube binaries' package versions (build-operands.sh).
 # The Debian packages (host-packages, then openstack) install side by side with the Go builds: apt
@@ -19,7 +19,7 @@ set -euo pipefail
 hack=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$hack/../.." && pwd)
 : "${BIN:=$root/bin}" "${KUBE_VERSION:?}" "${ETCD_VERSION:?}" "${KWOK_VERSION:?}"
-: "${REALNODE_HOST_PACKAGES:=}" "${OPERAND_HOST_PACKAGES:=}" "${OPERAND_IMAGE_FLAGS:=}" "${LDFLAGS:=-s -w}" "${PROMETHEUS_VERSION:=v0.316.0}"
+: "${PREVIOUS_RELEASE:=}" "${REALNODE_HOST_PACKAGES:=}" "${OPERAND_HOST_PACKAGES:=}" "${OPERAND_IMAGE_FLAGS:=}" "${LDFLAGS:=-s -w}" "${PROMETHEUS_VERSION:=v0.316.0}"
 
 # label prints what a step builds, with its version.
 label() {
@@ -37,6 +37,7 @@ label() {
   images) echo "operand images (OCI tars under bin/images)" ;;
   external-storage-suite) echo "e2e.test, ginkgo, agnhost $KUBE_VERSION (upstream storage suite)" ;;
   prometheus) echo "prometheus, promtool (module $PROMETHEUS_VERSION)" ;;
+  previous-release) echo "cinder-csi-operator at the previous release, ${PREVIOUS_RELEASE:0:12} (the upgrade's start)" ;;
   *) return 1 ;;
   esac
 }
@@ -59,6 +60,7 @@ present() {
   external-storage-suite) for f in e2e.test ginkgo agnhost; do [ -x "$BIN/kube-e2e-$KUBE_VERSION/$f" ] || return 1; done ;;
   openstack) BIN=$BIN "$hack/openstack-packages.sh" --check ;;
   prometheus) [ -x "$BIN/prometheus-$PROMETHEUS_VERSION/prometheus" ] && [ -x "$BIN/prometheus-$PROMETHEUS_VERSION/promtool" ] ;;
+  previous-release) [ -x "$BIN/previous-release-$PREVIOUS_RELEASE/cinder-csi-operator" ] && [ -d "$BIN/previous-release-$PREVIOUS_RELEASE/manifests/install" ] ;;
   *) return 1 ;;
   esac
 }
@@ -81,6 +83,7 @@ build() {
   images) "$BIN/harness/operand-images" $OPERAND_IMAGE_FLAGS ;;
   external-storage-suite) "$hack/build-upstream.sh" kube-e2e "$KUBE_VERSION" "$BIN/kube-e2e-$KUBE_VERSION" ;;
   prometheus) "$hack/build-upstream.sh" prometheus "$PROMETHEUS_VERSION" "$BIN/prometheus-$PROMETHEUS_VERSION" ;;
+  previous-release) LDFLAGS=$LDFLAGS "$hack/build-previous-release.sh" "$PREVIOUS_RELEASE" "$BIN/previous-release-$PREVIOUS_RELEASE" ;;
   esac
 }
 

@@ -551,3 +551,32 @@ var recipes = map[string]recipe{
 		},
 	},
 }
+
+// Retagged returns the set's images under new references, each its tag with suffix appended,
+// as a new release names the same or rebuilt images anew: a pod template that names them differs
+// from one that names the set's, so its workload rolls out. The content is the same; each tar is
+// written once, beside its image's, under <binDir>/images/<name>/<suffix>/.
+func (s Set) Retagged(binDir, suffix string) (Set, error) {
+	if suffix == "" || strings.ContainsAny(suffix, "/:") {
+		return nil, fmt.Errorf("tag suffix %q: want a non-empty suffix without / or :", suffix)
+	}
+	out := Set{}
+	for name, b := range s {
+		ref := b.Ref + suffix
+		file := filepath.Join(binDir, "images", name, suffix, filepath.Base(b.Tar))
+		if _, err := os.Stat(file); err != nil {
+			if err := retagLayout(b.Tar, file, ref); err != nil {
+				return nil, fmt.Errorf("retagging %s as %s: %w", b.Ref, ref, err)
+			}
+		}
+		// Tars of earlier contents go, as writeOnce removes them beside the image's own.
+		old, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "*.tar"))
+		for _, o := range old {
+			if o != file {
+				_ = os.Remove(o)
+			}
+		}
+		out[name] = Built{Ref: ref, Tar: file}
+	}
+	return out, nil
+}

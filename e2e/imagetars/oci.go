@@ -2,9 +2,11 @@ package imagetars
 
 import (
 	"archive/tar"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -358,4 +360,79 @@ func tarMode(m fs.FileMode) int64 {
 		mode |= 0o1000
 	}
 	return mode
+}
+
+// retagLayout copies the layout tar src to dst with its one manifest named ref: the blobs are
+// the same, only index.json's annotations change.
+func retagLayout(src, dst, ref string) error {
+	tag, err := tagOf(ref)
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = in.Close() }()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	out, err := os.CreateTemp(filepath.Dir(dst), ".image-*")
+	if err != nil {
+		return err
+	}
+	// For the error paths only, as in WriteLayout.
+	defer func() {
+		_ = out.Close()
+		_ = os.Remove(out.Name())
+	}()
+	tr, tw := tar.NewReader(in), tar.NewWriter(out)
+	renamed := false
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", src, err)
+		}
+		if hdr.Name != "index.json" {
+			if err := tw.WriteHeader(hdr); err != nil {
+				return err
+			}
+			if _, err := io.Copy(tw, tr); err != nil {
+				return err
+			}
+			continue
+		}
+		var index Index
+		if err := json.NewDecoder(tr).Decode(&index); err != nil {
+			return fmt.Errorf("reading %s's index: %w", src, err)
+		}
+		if len(index.Manifests) != 1 {
+			return fmt.Errorf("%s has %d manifests, want one", src, len(index.Manifests))
+		}
+		index.Manifests[0].Annotations = map[string]string{AnnotationImageName: ref, AnnotationRefName: tag}
+		data, err := json.Marshal(index)
+		if err != nil {
+			return err
+		}
+		if err := writeTarFile(tw, hdr.Name, int64(len(data)), bytes.NewReader(data)); err != nil {
+			return err
+		}
+		renamed = true
+	}
+	if !renamed {
+		return fmt.Errorf("%s has no index.json", src)
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(out.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(out.Name(), dst)
 }

@@ -365,3 +365,49 @@ func keys[V any](m map[string]V) []string {
 	}
 	return out
 }
+
+func TestRetagged(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	if err := os.WriteFile(src, []byte("binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := NewRootfs()
+	r.File("/bin/tool", src, 0o755)
+	original := filepath.Join(dir, "images", "test", "v1.2.3-abc.tar")
+	desc, err := WriteLayout(original, Image{Ref: Prefix + "test:v1.2.3", Rootfs: r, Config: Config{Entrypoint: []string{"/bin/tool"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := Set{"test": {Ref: Prefix + "test:v1.2.3", Tar: original}}
+
+	t.Run("When a set is retagged, each image should import under its new reference with the same manifest, and the original should stay", func(t *testing.T) {
+		next, err := set.Retagged(dir, "-next")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := next["test"]
+		if b.Ref != Prefix+"test:v1.2.3-next" {
+			t.Errorf("ref = %q", b.Ref)
+		}
+		l := readLayout(t, b.Tar)
+		m := l.index.Manifests[0]
+		if m.Digest != desc.Digest {
+			t.Errorf("manifest %s, the original's is %s", m.Digest, desc.Digest)
+		}
+		if m.Annotations[AnnotationImageName] != b.Ref || m.Annotations[AnnotationRefName] != "v1.2.3-next" {
+			t.Errorf("annotations = %v", m.Annotations)
+		}
+		if got := readLayout(t, original).index.Manifests[0].Annotations[AnnotationImageName]; got != Prefix+"test:v1.2.3" {
+			t.Errorf("the original now names %q", got)
+		}
+	})
+
+	t.Run("When the suffix has a slash or a colon, it should be refused", func(t *testing.T) {
+		for _, bad := range []string{"", "/x", ":x"} {
+			if _, err := set.Retagged(dir, bad); err == nil {
+				t.Errorf("suffix %q accepted", bad)
+			}
+		}
+	})
+}

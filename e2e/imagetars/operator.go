@@ -21,6 +21,13 @@ const OperatorUser = "65532:65532"
 // new reference: a pod with imagePullPolicy IfNotPresent never runs an older build that a node
 // still holds under the same name.
 func BuildOperator(binDir, binary string) (Built, error) {
+	return BuildOperatorOf(binDir, binary, "")
+}
+
+// BuildOperatorOf is BuildOperator for the binary of a release other than this tree's (release
+// names it; "" is this tree's): its tars are kept in a directory of their own, so that building
+// one release's image never removes the other's while a node is about to import it.
+func BuildOperatorOf(binDir, binary, release string) (Built, error) {
 	if _, err := os.Stat(binary); err != nil {
 		return Built{}, fmt.Errorf("operator binary: %w (run `make build`)", err)
 	}
@@ -44,7 +51,7 @@ func BuildOperator(binDir, binary string) (Built, error) {
 	}
 	tag := "dev-" + key[:12]
 	img.Ref += ":" + tag
-	file := filepath.Join(binDir, "images", Operator, tag+".tar")
+	file := filepath.Join(binDir, "images", Operator, release, tag+".tar")
 	if err := writeOnce(file, img); err != nil {
 		return Built{}, err
 	}

@@ -109,6 +109,9 @@ type Node struct {
 	kubelet    *procs.Process
 	kubeRouter *procs.Process // nil unless NodeOptions.NetworkPolicy is set
 	forwarders []*Forwarder
+	// opts and dirs are what setUp started the node with, for Reboot to start it again.
+	opts NodeOptions
+	dirs map[string]string
 
 	stopOnce sync.Once
 	stopErr  error
@@ -251,6 +254,9 @@ func (n *Node) setUp(ctx context.Context, opts NodeOptions) error {
 	if err := os.MkdirAll(n.logDir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", n.logDir, err)
 	}
+	n.mu.Lock()
+	n.opts, n.dirs = opts, dirs
+	n.mu.Unlock()
 	if err := n.setUpNetwork(opts.ExtraIPs); err != nil {
 		return err
 	}
@@ -628,6 +634,10 @@ func (n *Node) startMountNamespace(ctx context.Context) error {
 		return err
 	}
 	ready := filepath.Join(n.rec.Dir, "mounts-ready")
+	// A reboot starts the namespace again: the file of the one before says nothing of it.
+	if err := os.Remove(ready); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	p, err := startProc("mounts", unshare, []string{"--mount", "--propagation", "slave", "--", "sh", "-c", mountsScript, "sh",
 		n.rec.RootDir, n.rec.KubeletDir, ready}, nil, "", "", n.rec.Cgroup, n.logDir)
 	if err != nil {

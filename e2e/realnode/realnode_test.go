@@ -328,6 +328,34 @@ func TestRealNode(t *testing.T) {
 		g.Expect(string(body)).To(Equal("served inside the pod"))
 	})
 
+	t.Run("When the node reboots, its processes and mounts should go, and it should come back Ready with its pods running in new containers", func(t *testing.T) {
+		g := NewWithT(t)
+		node.mu.Lock()
+		oldMounts, oldKubelet := node.mounts.Pid(), node.kubelet.Pid()
+		node.mu.Unlock()
+		begin := time.Now()
+		g.Expect(node.Reboot(t.Context())).To(Succeed())
+		t.Logf("Measured: reboot to Ready %s", time.Since(begin).Round(time.Millisecond))
+		node.mu.Lock()
+		g.Expect(node.mounts.Pid()).NotTo(Equal(oldMounts), "a new mount namespace")
+		g.Expect(node.kubelet.Pid()).NotTo(Equal(oldKubelet), "a new kubelet")
+		node.mu.Unlock()
+		for _, pid := range []int{oldMounts, oldKubelet} {
+			g.Expect(exitedOrZombie(pid)).To(BeTrue(), "process %d of the node before the reboot", pid)
+		}
+		g.Eventually(func(g Gomega) {
+			for _, name := range []string{podNet.Name, podHost.Name} {
+				p, err := cs.CoreV1().Pods("default").Get(t.Context(), name, metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s: %v", name, p.Status)
+				g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+				st := p.Status.ContainerStatuses[0]
+				g.Expect(st.Ready).To(BeTrue(), "pod %s", name)
+				g.Expect(st.ContainerID).NotTo(Equal(running[name].Status.ContainerStatuses[0].ContainerID), "pod %s runs a new container", name)
+			}
+		}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+	})
+
 	stopStart := time.Now()
 	g.Expect(node.Stop()).To(Succeed())
 	t.Logf("Measured: node stop %s", time.Since(stopStart).Round(time.Millisecond))

@@ -72,6 +72,7 @@ func TestStorageRealCloud(t *testing.T) {
 			t.Run(mode, func(t *testing.T) {
 				realCloudScenarios(t, startWorld(t, mode, worldOptions{
 					cloud: cloud, lockstep: steps, leaveLockstep: leave, infraID: mode + "-x7k2p",
+					release: *previousRelease,
 				}))
 			})
 		}()
@@ -101,6 +102,9 @@ func realCloudScenarios(t *testing.T, w *world) {
 	defer w.leaveLockstep()
 	run("When the operator has installed the driver against a real OpenStack with a member-role credential, it should be Available", func(t *testing.T) {
 		w.waitAvailable(t)
+	})
+	run("When the cluster is upgraded, the operator from its previous release, the operand images renamed and every worker drained and rebooted in turn, the driver should stay Available and never Degraded, Progressing only while its rollouts run, and each writer's volume should follow it across Nova servers with every synced write", func(t *testing.T) {
+		realUpgrade(t, w)
 	})
 	run("When a pod uses a claim, real Cinder should create the volume in the node's zone, real Nova attach it to the node's server and the pod keep its data; deleting the claim should leave nothing in Cinder", func(t *testing.T) {
 		realProvisionAttachDelete(t, w)

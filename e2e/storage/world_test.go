@@ -73,6 +73,9 @@ type world struct {
 	Cloud *realcloud.Cloud
 
 	operatorBinary string
+	// release is the directory of the previous release the operator runs from, until the
+	// upgrade scenario (realUpgrade) moves it to this tree; empty when it runs this tree's.
+	release string
 	// lockstep keeps the world in step with the others on a shared real cloud (nil: the world
 	// has its cloud to itself); leaveLockstep takes it out.
 	lockstep      *lockstep
@@ -103,6 +106,10 @@ type worldOptions struct {
 	// infraID is the cluster's infrastructure ID, its volumes' tag (default env.DefaultInfraID):
 	// worlds that share a cloud at the same time take one each.
 	infraID string
+	// release, when set, is the directory of the operator's previous release (-previous-release):
+	// the operator is deployed from its binary and install manifests, and the world's upgrade
+	// scenario moves it to this tree.
+	release string
 }
 
 // startWorld starts an environment of mode on real nodes and, unless o.fromCSIOperator, the
@@ -140,7 +147,7 @@ func startWorld(t testing.TB, mode string, o worldOptions) *world {
 		GuestNode: e.Real.GuestNode.Name(), GuestServerID: e.Real.GuestServerID,
 		InfraID: e.InfraID(), Zone: e.Zone(), Toolbox: e.Real.Images[imagetars.Toolbox].Ref,
 		EnvUp: time.Since(envStart), OperatorNamespace: e.Namespace, Env: e, operatorBinary: operator,
-		lockstep: o.lockstep, leaveLockstep: o.leaveLockstep,
+		lockstep: o.lockstep, leaveLockstep: o.leaveLockstep, release: o.release,
 	}
 	t.Cleanup(func() {
 		if w.Operator != nil {
@@ -168,18 +175,26 @@ func startWorld(t testing.TB, mode string, o worldOptions) *world {
 	return w
 }
 
-// deployOperator deploys the operator as a pod from its install manifests and returns once the
-// pod is Ready; w.Operator is the pod and w.OperatorStarted when its deployment began.
+// deployOperator deploys the operator as a pod from its install manifests, this tree's or, in a
+// world that starts from the previous release, that release's, and returns once the pod is Ready;
+// w.Operator is the pod and w.OperatorStarted when its deployment began.
 func (w *world) deployOperator(ctx context.Context) error {
 	w.OperatorStarted = time.Now()
-	op, err := w.Env.DeployOperator(ctx, env.PodOptions{
-		Binary: w.operatorBinary, ExtraArgs: []string{"--topology-recheck-interval=" + topologyRecheck.String()},
-	})
+	o := env.PodOptions{Binary: w.operatorBinary, ExtraArgs: operatorTestArgs()}
+	if w.release != "" {
+		o.Binary, o.ManifestsRoot, o.Release = filepath.Join(w.release, "cinder-csi-operator"), w.release, previousReleaseName
+	}
+	op, err := w.Env.DeployOperator(ctx, o)
 	if err != nil {
 		return err
 	}
 	w.Operator = op
 	return nil
+}
+
+// operatorTestArgs are the arguments the tests add to the operator's: a shorter zone re-detection.
+func operatorTestArgs() []string {
+	return []string{"--topology-recheck-interval=" + topologyRecheck.String()}
 }
 
 // dumpLogs prints the end of the kubelets' and containerd's logs and of every container log on
