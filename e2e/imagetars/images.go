@@ -558,7 +558,7 @@ var recipes = map[string]recipe{
 // written once, beside its image's, under <binDir>/images/<name>/<suffix>/.
 func (s Set) Retagged(binDir, suffix string) (Set, error) {
 	if suffix == "" || strings.ContainsAny(suffix, "/:") {
-		return nil, fmt.Errorf("tag suffix %q: want a non-empty suffix without / or :", suffix)
+		return nil, fmt.Errorf("tag suffix %q: want a non-empty suffix with neither a slash nor a colon", suffix)
 	}
 	out := Set{}
 	for name, b := range s {
