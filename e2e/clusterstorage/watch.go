@@ -39,6 +39,10 @@ func (s Sample) True(types ...string) []string {
 	return out
 }
 
+// ProgressingTypes are the conditions that must be True only while the operator's own rollouts
+// run: both workloads' Progressing on the ClusterCSIDriver and ClusterOperator storage's.
+var ProgressingTypes = []string{names.ConditionControllerProgressing, names.ConditionNodeProgressing, Progressing}
+
 // Recorder records every version of the ClusterCSIDriver from a watch, so that a condition True
 // for a few milliseconds is seen too (a poll would miss it).
 type Recorder struct {

@@ -17,10 +17,6 @@ import (
 	"github.com/cinder-csi-operator/cinder-csi-operator/shared/names"
 )
 
-// progressingTypes are the conditions that must be True only while the operator's own rollouts
-// run: both workloads' Progressing on the ClusterCSIDriver and ClusterOperator storage's.
-var progressingTypes = []string{names.ConditionControllerProgressing, names.ConditionNodeProgressing, clusterstorage.Progressing}
-
 // TestProgressingOnlyForRollouts checks item 2 of the platform's contract for upgrades: pods lost
 // after a rollout completed (what every node reboot, drain or pod kill does) and a restart of the
 // operator never turn Progressing True, on the ClusterCSIDriver nor, through cluster-storage-
@@ -53,7 +49,7 @@ func TestProgressingOnlyForRollouts(t *testing.T) {
 		t.Helper()
 		samples := rec.Since(since)
 		t.Logf("%d versions of the ClusterCSIDriver recorded", len(samples))
-		if d := clusterstorage.Describe(samples, since, progressingTypes...); d != "" {
+		if d := clusterstorage.Describe(samples, since, clusterstorage.ProgressingTypes...); d != "" {
 			t.Errorf("Progressing was True with no rollout of the operator's:\n%s", d)
 		}
 	}
@@ -145,7 +141,7 @@ func TestProgressingOnlyForRollouts(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			var seen []string
 			for _, s := range rec.Since(since) {
-				seen = append(seen, s.True(progressingTypes...)...)
+				seen = append(seen, s.True(clusterstorage.ProgressingTypes...)...)
 			}
 			g.Expect(seen).To(ContainElements(names.ConditionControllerProgressing, names.ConditionNodeProgressing, clusterstorage.Progressing))
 		}).WithTimeout(installTimeout).WithPolling(poll).Should(Succeed())
@@ -153,9 +149,9 @@ func TestProgressingOnlyForRollouts(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			samples := rec.Since(since)
 			g.Expect(samples).NotTo(BeEmpty())
-			g.Expect(samples[len(samples)-1].True(progressingTypes...)).To(BeEmpty())
+			g.Expect(samples[len(samples)-1].True(clusterstorage.ProgressingTypes...)).To(BeEmpty())
 		}).WithTimeout(reactTimeout).WithPolling(poll).Should(Succeed())
-		t.Logf("Progressing while the log level rolled out:\n%s", clusterstorage.Describe(rec.Since(since), since, progressingTypes...))
+		t.Logf("Progressing while the log level rolled out:\n%s", clusterstorage.Describe(rec.Since(since), since, clusterstorage.ProgressingTypes...))
 	})
 }
 

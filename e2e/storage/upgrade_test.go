@@ -160,21 +160,17 @@ func realUpgrade(t *testing.T, w *world) {
 	settled := settledAfter(samples, operandsDone)
 	t.Logf("Progressing while the rollouts ran (+%s the operator's upgrade began, +%s the operands had rolled out, +%s Progressing False again):\n%s",
 		upgradeStart.Sub(since).Round(time.Millisecond), operandsDone.Sub(since).Round(time.Millisecond),
-		settled.Sub(since).Round(time.Millisecond), clusterstorage.Describe(samples, since, progressingTypes...))
+		settled.Sub(since).Round(time.Millisecond), clusterstorage.Describe(samples, since, clusterstorage.ProgressingTypes...))
 	for _, s := range samples {
 		at := "+" + s.At.Sub(since).Round(time.Millisecond).String()
 		g.Expect(s.True(degradedTypes(s)...)).To(BeEmpty(), "Degraded at %s", at)
 		g.Expect(notTrue(s, availableTypes(s))).To(BeEmpty(), "not Available at %s", at)
 		if s.At.Before(upgradeStart) || s.At.After(settled) {
-			g.Expect(s.True(progressingTypes...)).To(BeEmpty(), "Progressing at %s, with no rollout of the operator's", at)
+			g.Expect(s.True(clusterstorage.ProgressingTypes...)).To(BeEmpty(), "Progressing at %s, with no rollout of the operator's", at)
 		}
 	}
 	t.Logf("Upgrade: from the operator's upgrade to the last node's return: %s", end.Sub(upgradeStart).Round(time.Second))
 }
-
-// progressingTypes are the Progressing conditions of the driver's two workloads and of
-// ClusterOperator storage.
-var progressingTypes = []string{names.ConditionControllerProgressing, names.ConditionNodeProgressing, clusterstorage.Progressing}
 
 // degradedTypes are the types of s's Degraded conditions, the driver's and ClusterOperator
 // storage's.
@@ -212,7 +208,7 @@ func notTrue(s clusterstorage.Sample, types []string) []string {
 // the rollouts as the conditions tell it. With none such, the last sample's time.
 func settledAfter(samples []clusterstorage.Sample, t time.Time) time.Time {
 	for _, s := range samples {
-		if !s.At.Before(t) && len(s.True(progressingTypes...)) == 0 {
+		if !s.At.Before(t) && len(s.True(clusterstorage.ProgressingTypes...)) == 0 {
 			return s.At
 		}
 	}
