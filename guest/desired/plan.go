@@ -210,6 +210,12 @@ func (p *Plan) storageClasses(d *manifests.Decoder, cfg Config, scState operator
 	if err != nil {
 		return err
 	}
+	if s.StorageClass != nil {
+		// Conditional on the class as read (see apply.Apply): the default-class annotation is
+		// kept from it, and a cache that has not yet seen a user's change of it must not write
+		// the old value back over the user's.
+		sc.ResourceVersion = s.StorageClass.ResourceVersion
+	}
 	p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: sc})
 	switch {
 	case !p.Features.Known:
@@ -246,8 +252,13 @@ func (p *Plan) snapshotClasses(d *manifests.Decoder, s Input) error {
 	}
 	p.Apply = append(p.Apply, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: vsc})
 	p.SnapshotClass = true
-	if snapshotClassNeedsRecreate(s.SnapshotClass, vsc) {
+	switch {
+	case snapshotClassNeedsRecreate(s.SnapshotClass, vsc):
 		p.Recreate = append(p.Recreate, plan.Step{Cluster: apply.ClusterGuest, Group: GroupClasses, Object: plan.Identity(vsc)})
+	case s.SnapshotClass != nil:
+		// Conditional on the class as read, as standard-csi's StorageClass is (a class deleted
+		// to be made anew is not: its apply creates it).
+		vsc.ResourceVersion = s.SnapshotClass.ResourceVersion
 	}
 	if !p.Features.Known {
 		return nil

@@ -94,6 +94,12 @@ func (a *Applier) On(c Cluster) *Applier {
 // already matches. obj must carry its name (and namespace), and be either of a type the client's
 // scheme knows or an *unstructured.Unstructured with its apiVersion and kind. A failed read,
 // adoption or apply request is returned as an *ObjectError.
+//
+// A resourceVersion on obj makes the apply conditional: a plan that took a value from the live
+// object (a default-class annotation a user may have changed) sets the resourceVersion it read, and
+// the API server refuses the apply with a Conflict when the object changed since. A cache that lags
+// behind a user's edit then costs a retry instead of writing the user's choice over. It is not part
+// of the comparison: an apply that would change nothing is still not sent.
 func (a *Applier) Apply(ctx context.Context, obj client.Object) (Result, error) {
 	return a.apply(ctx, obj, "")
 }
@@ -167,6 +173,9 @@ func (a *Applier) apply(ctx context.Context, obj client.Object, subresource stri
 		return Unchanged, nil
 	}
 
+	if rv := obj.GetResourceVersion(); rv != "" && subresource == "" {
+		desired["metadata"].(map[string]any)["resourceVersion"] = rv
+	}
 	u := &unstructured.Unstructured{Object: desired}
 	if subresource == "status" {
 		err = a.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
