@@ -97,9 +97,10 @@ func (a *Applier) On(c Cluster) *Applier {
 //
 // A resourceVersion on obj makes the apply conditional: a plan that took a value from the live
 // object (a default-class annotation a user may have changed) sets the resourceVersion it read, and
-// the API server refuses the apply with a Conflict when the object changed since. A cache that lags
-// behind a user's edit then costs a retry instead of writing the user's choice over. It is not part
-// of the comparison: an apply that would change nothing is still not sent.
+// the API server refuses the apply when the object changed since. A cache that lags behind a user's
+// edit then costs a retry (the watch brings the newer version, and Unchanged is returned meanwhile)
+// instead of writing the user's choice over. It is not part of the comparison: an apply that would
+// change nothing is still not sent.
 func (a *Applier) Apply(ctx context.Context, obj client.Object) (Result, error) {
 	return a.apply(ctx, obj, "")
 }
@@ -173,8 +174,12 @@ func (a *Applier) apply(ctx context.Context, obj client.Object, subresource stri
 		return Unchanged, nil
 	}
 
-	if rv := obj.GetResourceVersion(); rv != "" && subresource == "" {
-		desired["metadata"].(map[string]any)["resourceVersion"] = rv
+	// An adoption has just patched the object, so its version is no longer the one the plan read;
+	// adoption happens once, when the operator takes an object over, and its apply goes
+	// unconditionally.
+	conditional := obj.GetResourceVersion() != "" && subresource == "" && !adopted
+	if conditional {
+		desired["metadata"].(map[string]any)["resourceVersion"] = obj.GetResourceVersion()
 	}
 	u := &unstructured.Unstructured{Object: desired}
 	if subresource == "status" {
@@ -183,6 +188,11 @@ func (a *Applier) apply(ctx context.Context, obj client.Object, subresource stri
 	} else {
 		err = a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 			client.FieldOwner(a.Owner), client.ForceOwnership)
+	}
+	if conditional && apierrors.IsConflict(err) {
+		// The object changed after the plan read it: the watch that delivers the newer version
+		// brings the reconcile back to decide on it. Not a failure to report.
+		return Unchanged, nil
 	}
 	if err != nil {
 		if subresource == "" && a.Fallback.activate(ctx, gvk.GroupKind(), err) {
