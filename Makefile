@@ -56,8 +56,9 @@ TEST_TIMEOUT ?= 40m
 # How much of make test runs at once; empty values are chosen from the machine, which make test
 # measures after its build (e2e/cmd/calibrate, package e2e/machine) and says what it chose and why.
 # With the reference machine's two cores: three storage worlds at once (STORAGE_WORLDS), the
-# phases on local clusters before the real-node phases (BESIDE=no; beside them only on a machine
-# half again as fast) and four tests per package at once (TEST_PARALLEL: the integration tests
+# phases on local clusters beside the real-node phases once those are 12 minutes in, past the
+# storage worlds' start-ups (at once on a machine half again as fast; BESIDE=yes|no on make's
+# command line: at once, or in turn) and four tests per package at once (TEST_PARALLEL: the integration tests
 # mostly wait on idle windows, outages and rollouts); on a slower or busier machine two worlds and
 # three tests per package.
 # The timeouts, hang guards only, stretch with the machine's measured slowness.
@@ -172,7 +173,7 @@ test: ## Run unit and integration tests (race detector on), e2e tests, real stor
 	$(PHASE) "2/6 product tests (race detector)" go test -race -parallel=$$TEST_PARALLEL $(GO_TEST_FLAGS) -count=1 -timeout=$$TEST_TIMEOUT ./... && \
 	chosen="$(BUILT) TEST_PARALLEL=$$TEST_PARALLEL TEST_TIMEOUT=$$TEST_TIMEOUT STORAGE_WORLDS=$$STORAGE_WORLDS STORAGE_TEST_TIMEOUT=$$STORAGE_TEST_TIMEOUT" && \
 	if [ "$$BESIDE" = yes ]; then \
-	  e2e/hack/beside.sh $(BIN)/test-logs/beside-real-nodes.log "3-4/6 the tests on local clusters, beside the real-node phases" \
+	  BESIDE_AFTER=$$BESIDE_AFTER e2e/hack/beside.sh $(BIN)/test-logs/beside-real-nodes.log "3-4/6 the tests on local clusters, beside the real-node phases" \
 	    $(MAKE) --no-print-directory test-local-cluster-phases $$chosen \
 	    -- $(MAKE) --no-print-directory test-real-node-phases $$chosen; \
 	else \

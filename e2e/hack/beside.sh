@@ -8,6 +8,9 @@
 #
 # Interrupted or killed, it stops the background phase's whole process group with it.
 #
+# BESIDE_AFTER, seconds, delays the background command: it starts once the foreground's heaviest
+# part (the storage worlds' start-ups) is behind.
+#
 # Usage: beside.sh <log> <phase name> <background command>... -- <foreground command>...
 set -uo pipefail
 
@@ -22,10 +25,16 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do bg+=("$1"); shift; done
 shift
 mkdir -p "$(dirname "$log")"
 
-echo "==> $name: started beside what follows; its output is in $log and is shown when they end"
+after=${BESIDE_AFTER:-0}
+if [ "$after" -gt 0 ]; then
+  echo "==> $name: starts beside what follows once it is $after s in; its output is in $log and is shown when they end"
+else
+  echo "==> $name: started beside what follows; its output is in $log and is shown when they end"
+fi
 # A process group of its own, so that an interrupt stops every test process it started.
 set -m
 {
+  sleep "$after"
   start=$SECONDS
   "${bg[@]}"
   rc=$?

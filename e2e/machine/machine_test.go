@@ -13,11 +13,12 @@ func TestChoose(t *testing.T) {
 		worlds        int
 		beside        bool
 		parallel      int
+		after         bool
 		slownessAbove float64
 	}{
 		{name: "When the machine has twice the reference's capacity, it should run everything at once", round: referenceRound / 2, worlds: 3, beside: true, parallel: 4},
-		{name: "When the machine is as fast as the reference, it should run three worlds and the phases in turn", round: referenceRound, worlds: 3, beside: false, parallel: 4},
-		{name: "When the machine is a little slower, it should still run three worlds, the phases in turn", round: referenceRound * 5 / 4, worlds: 3, beside: false, parallel: 4, slownessAbove: 1.2},
+		{name: "When the machine is as fast as the reference, it should run three worlds and the phases on local clusters beside the storage worlds once they are up", round: referenceRound, worlds: 3, beside: true, parallel: 4, after: true},
+		{name: "When the machine is a little slower, it should still run three worlds, the phases beside them later", round: referenceRound * 5 / 4, worlds: 3, beside: true, parallel: 4, after: true, slownessAbove: 1.2},
 		{name: "When the machine has one core of the reference's two, it should run two worlds and the phases in turn", round: 2 * referenceRound, worlds: 2, beside: false, parallel: 3, slownessAbove: 1.9},
 		{name: "When the machine is three times slower, it should run two worlds and the phases in turn", round: 3 * referenceRound, worlds: 2, beside: false, parallel: 3, slownessAbove: 2.9},
 	} {
@@ -25,6 +26,9 @@ func TestChoose(t *testing.T) {
 			p := Choose(Calibration{CPUs: 2, Rounds: []time.Duration{tc.round, 10 * tc.round, tc.round / 10}})
 			if p.StorageWorlds != tc.worlds || p.Beside != tc.beside || p.TestParallel != tc.parallel {
 				t.Errorf("got %d worlds, beside %v, parallel %d; want %d, %v, %d", p.StorageWorlds, p.Beside, p.TestParallel, tc.worlds, tc.beside, tc.parallel)
+			}
+			if (p.BesideAfter > 0) != tc.after || p.BesideAfter > 0 && p.BesideAfter < besideAfter {
+				t.Errorf("beside after %s, want %v (and at least %s when later)", p.BesideAfter, tc.after, besideAfter)
 			}
 			if p.Slowness < 1 || p.Slowness <= tc.slownessAbove {
 				t.Errorf("slowness %.2f, want at least 1 and above %.2f", p.Slowness, tc.slownessAbove)

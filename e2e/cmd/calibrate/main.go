@@ -40,6 +40,7 @@ func main() {
 	case "":
 	case "yes", "no":
 		p.Beside, from["BESIDE"] = *beside == "yes", "make's command line"
+		p.BesideAfter = 0
 	default:
 		fail("BESIDE=%q: want yes or no", *beside)
 	}
@@ -57,11 +58,14 @@ func main() {
 	scaledStorage := stretch(*storageTimeout, p.Slowness*3/float64(min(p.StorageWorlds, 3)))
 
 	besideWord := map[bool]string{true: "yes", false: "no"}[p.Beside]
+	if p.Beside && p.BesideAfter > 0 {
+		besideWord = "yes, once the real-node phases are " + p.BesideAfter.String() + " in"
+	}
 	fmt.Fprintf(os.Stderr, "==> machine: %s\n", p.Why)
 	fmt.Fprintf(os.Stderr, "==> chosen: %d storage worlds at once (from %s); local-cluster phases beside the real-node phases: %s (from %s); %d tests per package at once (from %s); start-up waits stretched %.2f times; timeouts %s per test phase, %s for storage\n",
 		p.StorageWorlds, from["STORAGE_WORLDS"], besideWord, from["BESIDE"], p.TestParallel, from["TEST_PARALLEL"], p.Slowness, scaledTest, scaledStorage)
-	fmt.Printf("STORAGE_WORLDS=%d\nBESIDE=%s\nTEST_PARALLEL=%d\nTEST_TIMEOUT=%s\nSTORAGE_TEST_TIMEOUT=%s\n%s=%.2f\n",
-		p.StorageWorlds, besideWord, p.TestParallel, scaledTest, scaledStorage, machine.SlownessEnv, p.Slowness)
+	fmt.Printf("STORAGE_WORLDS=%d\nBESIDE=%s\nBESIDE_AFTER=%d\nTEST_PARALLEL=%d\nTEST_TIMEOUT=%s\nSTORAGE_TEST_TIMEOUT=%s\n%s=%.2f\n",
+		p.StorageWorlds, map[bool]string{true: "yes", false: "no"}[p.Beside], int(p.BesideAfter.Seconds()), p.TestParallel, scaledTest, scaledStorage, machine.SlownessEnv, p.Slowness)
 }
 
 // stretch returns d times f, whole minutes rounded up.
